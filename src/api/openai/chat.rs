@@ -1,0 +1,194 @@
+//! `POST /v1/chat/completions`.
+
+use std::rc::Rc;
+
+use super::render::{push_chat_logprobs, push_header, push_stop_reason, push_usage};
+use crate::api::fields::Fields;
+use crate::error::ApiError;
+use crate::http::response::Responder;
+use crate::pipeline::choice::{ChoiceState, Finish, TokenLogprob};
+use crate::pipeline::generate::Generation;
+use crate::pipeline::params::{self, Endpoint};
+use crate::pipeline::{conversation, generate, Format, Prompt, Usage};
+use crate::shard::ShardCtx;
+use crate::text::template::RenderInput;
+use crate::util::json::push_str;
+
+pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
+    match prepare(ctx, body) {
+        Ok((g, format)) => generate::run(g, &format, r).await,
+        Err(e) => {
+            tracing::info!("chat completion rejected: {}", e.message);
+            let _ = r.send_error(&e).await;
+        }
+    }
+}
+
+/// Everything before dispatch: validation, template, tokenization, worker choice.
+fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, ChatFormat), ApiError> {
+    let v = Fields::parse_body(body)?;
+    let f = Fields::new(&v);
+    let model = super::models::resolve(ctx, &f)?;
+    let messages = f.get("messages").ok_or_else(|| ApiError::invalid_param("messages", "'messages' is required"))?;
+    let conversation = conversation::normalize(messages)?;
+    let add_generation_prompt = f.bool("add_generation_prompt")?.unwrap_or(true);
+    let continue_final_message = f.bool("continue_final_message")?.unwrap_or(false);
+    if add_generation_prompt && continue_final_message {
+        return Err(ApiError::bad_request("Cannot set both `continue_final_message` and `add_generation_prompt` to True."));
+    }
+    let params = params::parse(&f, Endpoint::Chat, &model)?;
+    f.array("tools")?;
+    let mut extra: Vec<(String, serde_json::Value)> =
+        model.special_tokens.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
+    if let Some(kwargs) = f.object("chat_template_kwargs")? {
+        extra.extend(kwargs.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    let template = ctx.chat_template(&model).map_err(ApiError::bad_request)?;
+    let prompt_text = template
+        .render(&RenderInput {
+            messages: &conversation,
+            tools: f.get("tools"),
+            documents: f.get("documents"),
+            add_generation_prompt,
+            continue_final_message,
+            extra: &extra,
+        })
+        .map_err(|e| ApiError::bad_request(e).with_param("messages"))?;
+    let ids = model.tokenizer.encode(&prompt_text, false).map_err(ApiError::internal)?;
+    let link = ctx.pick_link().ok_or_else(|| ApiError::unavailable("no healthy worker is available"))?;
+    params::check_prompt_len(ids.len(), link.max_model_len(), "messages")?;
+    let response_id = crate::util::ids::response_id("chatcmpl");
+    let format = ChatFormat {
+        id: response_id.clone(),
+        created: crate::util::time::unix_time_s(),
+        model: model.served_name.clone(),
+        usage_field: params.include_usage,
+        logprobs: params.output.logprobs.is_some(),
+    };
+    let g = Generation {
+        shard: ctx.index,
+        response_id,
+        model,
+        link,
+        prompts: vec![Prompt { token_ids: Rc::from(ids), text: None }],
+        params,
+    };
+    Ok((g, format))
+}
+
+/// Renders chat completion responses and chunks.
+pub struct ChatFormat {
+    id: String,
+    created: u64,
+    model: String,
+    /// `include_usage`: every chunk carries `"usage"` (null until the last).
+    usage_field: bool,
+    logprobs: bool,
+}
+
+impl ChatFormat {
+    /// `{"id":…,"object":"chat.completion.chunk",…,"choices":[{"index":i,` (open).
+    fn chunk_open(&self, out: &mut String, choice: u32) {
+        out.push('{');
+        push_header(out, &self.id, "chat.completion.chunk", self.created, &self.model);
+        out.push_str(",\"choices\":[{\"index\":");
+        crate::util::json::push_int(out, choice);
+        out.push(',');
+    }
+
+    fn chunk_close(&self, out: &mut String, usage: Option<&Usage>) {
+        out.push_str("}]");
+        self.push_usage_field(out, usage);
+        out.push('}');
+    }
+
+    fn push_usage_field(&self, out: &mut String, usage: Option<&Usage>) {
+        if self.usage_field {
+            out.push_str(",\"usage\":");
+            match usage {
+                Some(u) => push_usage(out, u),
+                None => out.push_str("null"),
+            }
+        }
+    }
+
+    fn push_logprobs(&self, out: &mut String, rows: &[TokenLogprob]) {
+        out.push_str("\"logprobs\":");
+        if self.logprobs {
+            push_chat_logprobs(out, rows);
+        } else {
+            out.push_str("null");
+        }
+    }
+}
+
+impl Format for ChatFormat {
+    fn stream_open(&self, out: &mut Vec<String>, choice: u32, _prompt: &Prompt) {
+        let mut s = String::with_capacity(160);
+        self.chunk_open(&mut s, choice);
+        s.push_str("\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null");
+        self.chunk_close(&mut s, None);
+        out.push(s);
+    }
+
+    fn stream_delta(&self, out: &mut Vec<String>, choice: &ChoiceState, text: &str, logprobs: &[TokenLogprob], usage: Option<&Usage>) {
+        let mut s = String::with_capacity(160 + text.len());
+        self.chunk_open(&mut s, choice.index);
+        s.push_str("\"delta\":{\"content\":");
+        push_str(&mut s, text);
+        s.push_str("},");
+        self.push_logprobs(&mut s, logprobs);
+        s.push_str(",\"finish_reason\":null");
+        self.chunk_close(&mut s, usage);
+        out.push(s);
+    }
+
+    fn stream_finish(&self, out: &mut Vec<String>, choice: u32, finish: &Finish, usage: Option<&Usage>) {
+        let mut s = String::with_capacity(192);
+        self.chunk_open(&mut s, choice);
+        s.push_str("\"delta\":{},\"logprobs\":null,\"finish_reason\":");
+        push_str(&mut s, finish.reason);
+        s.push(',');
+        push_stop_reason(&mut s, finish.stop_reason.as_ref());
+        self.chunk_close(&mut s, usage);
+        out.push(s);
+    }
+
+    fn stream_usage(&self, out: &mut Vec<String>, usage: &Usage) {
+        let mut s = String::with_capacity(256);
+        s.push('{');
+        push_header(&mut s, &self.id, "chat.completion.chunk", self.created, &self.model);
+        s.push_str(",\"choices\":[],\"usage\":");
+        push_usage(&mut s, usage);
+        s.push('}');
+        out.push(s);
+    }
+
+    fn full(&self, choices: &[ChoiceState], _prompts: &[Prompt], usage: &Usage) -> String {
+        let mut s = String::with_capacity(256 + choices.iter().map(|c| c.text.len() + 96).sum::<usize>());
+        s.push('{');
+        push_header(&mut s, &self.id, "chat.completion", self.created, &self.model);
+        s.push_str(",\"choices\":[");
+        for (k, c) in choices.iter().enumerate() {
+            if k > 0 {
+                s.push(',');
+            }
+            s.push_str("{\"index\":");
+            crate::util::json::push_int(&mut s, c.index);
+            s.push_str(",\"message\":{\"role\":\"assistant\",\"content\":");
+            push_str(&mut s, &c.text);
+            s.push_str("},");
+            self.push_logprobs(&mut s, &c.pending_logprobs);
+            s.push_str(",\"finish_reason\":");
+            let finish = c.finish.as_ref();
+            push_str(&mut s, finish.map_or("stop", |f| f.reason));
+            s.push(',');
+            push_stop_reason(&mut s, finish.and_then(|f| f.stop_reason.as_ref()));
+            s.push('}');
+        }
+        s.push_str("],\"usage\":");
+        push_usage(&mut s, usage);
+        s.push('}');
+        s
+    }
+}

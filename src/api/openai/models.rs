@@ -1,0 +1,62 @@
+//! `GET /v1/models`, `GET /v1/models/{id}`, and resolving a request's `model`.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::api::fields::Fields;
+use crate::error::ApiError;
+use crate::shard::ShardCtx;
+use crate::text::ModelAssets;
+use crate::util::json::{push_int, push_str};
+
+/// The loaded model, if the request names it (or names none).
+pub fn resolve(ctx: &ShardCtx, f: &Fields<'_>) -> Result<Arc<ModelAssets>, ApiError> {
+    let model = loaded(ctx)?;
+    match f.str("model")? {
+        Some(name) if name != model.served_name => Err(ApiError::model_not_found(name)),
+        _ => Ok(model),
+    }
+}
+
+/// The model once its tokenizer has loaded; 503 before that (or if loading failed).
+pub fn loaded(ctx: &ShardCtx) -> Result<Arc<ModelAssets>, ApiError> {
+    match ctx.shared.model() {
+        Some(Ok(m)) => Ok(m.clone()),
+        Some(Err(e)) => Err(ApiError::unavailable(format!("the model failed to load: {e}"))),
+        None => Err(ApiError::unavailable("tokenizer not yet registered")),
+    }
+}
+
+fn model_object(ctx: &ShardCtx, m: &ModelAssets, out: &mut String) {
+    let max_model_len = (0..ctx.shared.workers.len()).filter_map(|w| ctx.link(w)).map(|l| l.max_model_len()).max();
+    out.push_str("{\"id\":");
+    push_str(out, &m.served_name);
+    out.push_str(",\"object\":\"model\",\"created\":");
+    push_int(out, crate::util::time::unix_time_s());
+    out.push_str(",\"owned_by\":\"shardgate\",\"root\":");
+    push_str(out, &ctx.shared.config.model_path.display().to_string());
+    out.push_str(",\"parent\":null,\"max_model_len\":");
+    match max_model_len {
+        Some(n) => push_int(out, n),
+        None => out.push_str("null"),
+    }
+    out.push('}');
+}
+
+pub fn list(ctx: &Rc<ShardCtx>) -> Result<String, ApiError> {
+    let m = loaded(ctx)?;
+    let mut out = String::from("{\"object\":\"list\",\"data\":[");
+    model_object(ctx, &m, &mut out);
+    out.push_str("]}");
+    Ok(out)
+}
+
+pub fn get(ctx: &Rc<ShardCtx>, id: &str) -> Result<String, ApiError> {
+    let m = loaded(ctx)?;
+    if id != m.served_name {
+        return Err(ApiError::model_not_found(id));
+    }
+    let mut out = String::new();
+    model_object(ctx, &m, &mut out);
+    Ok(out)
+}

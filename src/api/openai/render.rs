@@ -1,0 +1,133 @@
+//! JSON fragments shared by the chat and completions renderers.
+
+use crate::engine::StopReason;
+use crate::pipeline::choice::TokenLogprob;
+use crate::pipeline::Usage;
+use crate::util::json::{push_f64, push_int, push_str};
+
+/// `"id":"…","object":"…","created":…,"model":"…"` (no braces).
+pub fn push_header(out: &mut String, id: &str, object: &str, created: u64, model: &str) {
+    out.push_str("\"id\":");
+    push_str(out, id);
+    out.push_str(",\"object\":\"");
+    out.push_str(object);
+    out.push_str("\",\"created\":");
+    push_int(out, created);
+    out.push_str(",\"model\":");
+    push_str(out, model);
+}
+
+/// vLLM's `stop_reason`: the matched stop string, the stop token id, or null.
+pub fn push_stop_reason(out: &mut String, stop_reason: Option<&StopReason>) {
+    out.push_str("\"stop_reason\":");
+    match stop_reason {
+        None => out.push_str("null"),
+        Some(StopReason::TokenId(id)) => push_int(out, *id),
+        Some(StopReason::Text(s)) => push_str(out, s),
+    }
+}
+
+pub fn push_usage(out: &mut String, u: &Usage) {
+    out.push_str("{\"prompt_tokens\":");
+    push_int(out, u.prompt_tokens);
+    out.push_str(",\"total_tokens\":");
+    push_int(out, u.prompt_tokens + u.completion_tokens);
+    out.push_str(",\"completion_tokens\":");
+    push_int(out, u.completion_tokens);
+    out.push_str(",\"prompt_tokens_details\":{\"cached_tokens\":");
+    push_int(out, u.cached_tokens);
+    out.push_str("}}");
+}
+
+/// OpenAI never reports a logprob below this.
+const LOGPROB_FLOOR: f64 = -9999.0;
+
+fn push_logprob(out: &mut String, lp: f32) {
+    push_f64(out, (lp as f64).max(LOGPROB_FLOOR));
+}
+
+fn push_bytes(out: &mut String, token: &str) {
+    out.push('[');
+    for (i, b) in token.bytes().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_int(out, b);
+    }
+    out.push(']');
+}
+
+/// Chat `logprobs`: `{"content":[{"token","logprob","bytes","top_logprobs":[…]}]}`.
+pub fn push_chat_logprobs(out: &mut String, rows: &[TokenLogprob]) {
+    out.push_str("{\"content\":[");
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"token\":");
+        push_str(out, &row.token);
+        out.push_str(",\"logprob\":");
+        push_logprob(out, row.logprob);
+        out.push_str(",\"bytes\":");
+        push_bytes(out, &row.token);
+        out.push_str(",\"top_logprobs\":[");
+        for (k, (token, lp)) in row.top.iter().enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"token\":");
+            push_str(out, token);
+            out.push_str(",\"logprob\":");
+            push_logprob(out, *lp);
+            out.push_str(",\"bytes\":");
+            push_bytes(out, token);
+            out.push('}');
+        }
+        out.push_str("]}");
+    }
+    out.push_str("]}");
+}
+
+/// Completions `logprobs`: parallel lists, `text_offset` counted from `offset_base`.
+pub fn push_completion_logprobs(out: &mut String, rows: &[TokenLogprob], offset_base: usize) {
+    out.push_str("{\"text_offset\":[");
+    let mut offset = offset_base;
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_int(out, offset);
+        offset += row.token.chars().count();
+    }
+    out.push_str("],\"token_logprobs\":[");
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_logprob(out, row.logprob);
+    }
+    out.push_str("],\"tokens\":[");
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_str(out, &row.token);
+    }
+    out.push_str("],\"top_logprobs\":[");
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('{');
+        for (k, (token, lp)) in row.top.iter().enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            push_str(out, token);
+            out.push(':');
+            push_logprob(out, *lp);
+        }
+        out.push('}');
+    }
+    out.push_str("]}");
+}

@@ -1,0 +1,75 @@
+//! `POST /v1/tokenize` and `/v1/detokenize` (vLLM's shapes).
+
+use std::rc::Rc;
+
+use crate::api::fields::Fields;
+use crate::error::ApiError;
+use crate::pipeline::conversation;
+use crate::shard::ShardCtx;
+use crate::text::template::RenderInput;
+use crate::util::json::{push_int, push_str};
+
+/// `{"prompt": "..."}` or `{"messages": [...]}` → `{"count","max_model_len","tokens"}`.
+pub fn tokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
+    let v = Fields::parse_body(body)?;
+    let f = Fields::new(&v);
+    let model = super::models::resolve(ctx, &f)?;
+    let add_special_tokens = f.bool("add_special_tokens")?;
+    let ids = if let Some(messages) = f.get("messages") {
+        let conversation = conversation::normalize(messages)?;
+        let template = ctx.chat_template(&model).map_err(ApiError::bad_request)?;
+        let extra: Vec<(String, serde_json::Value)> =
+            model.special_tokens.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
+        let text = template
+            .render(&RenderInput {
+                messages: &conversation,
+                tools: f.get("tools"),
+                documents: None,
+                add_generation_prompt: f.bool("add_generation_prompt")?.unwrap_or(true),
+                continue_final_message: f.bool("continue_final_message")?.unwrap_or(false),
+                extra: &extra,
+            })
+            .map_err(ApiError::bad_request)?;
+        model.tokenizer.encode(&text, add_special_tokens.unwrap_or(false)).map_err(ApiError::internal)?
+    } else {
+        let prompt = f.str("prompt")?.ok_or_else(|| ApiError::invalid_param("prompt", "'prompt' or 'messages' is required"))?;
+        model.tokenizer.encode(prompt, add_special_tokens.unwrap_or(true)).map_err(ApiError::internal)?
+    };
+    let max_model_len = (0..ctx.shared.workers.len()).filter_map(|w| ctx.link(w)).map(|l| l.max_model_len()).max();
+    let mut out = String::from("{\"count\":");
+    push_int(&mut out, ids.len());
+    out.push_str(",\"max_model_len\":");
+    match max_model_len {
+        Some(n) => push_int(&mut out, n),
+        None => out.push_str("null"),
+    }
+    out.push_str(",\"tokens\":[");
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_int(&mut out, *id);
+    }
+    out.push_str("],\"token_strs\":null}");
+    Ok(out)
+}
+
+/// `{"tokens": [...]}` → `{"prompt": "..."}`.
+pub fn detokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
+    let v = Fields::parse_body(body)?;
+    let f = Fields::new(&v);
+    let model = super::models::resolve(ctx, &f)?;
+    let ids = f.ids("tokens")?.ok_or_else(|| ApiError::invalid_param("tokens", "'tokens' is required"))?;
+    let mut checked = Vec::with_capacity(ids.len());
+    for id in ids {
+        if id < 0 || id as u64 >= model.vocab_size as u64 {
+            return Err(ApiError::invalid_param("tokens", format!("token id {id} is out of vocabulary")));
+        }
+        checked.push(id as u32);
+    }
+    let text = model.tokenizer.decode(&checked, true).map_err(ApiError::internal)?;
+    let mut out = String::from("{\"prompt\":");
+    push_str(&mut out, &text);
+    out.push('}');
+    Ok(out)
+}

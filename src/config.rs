@@ -1,0 +1,268 @@
+//! The command line, and the only path from it to a validated `Config`. Fails loudly: a bad
+//! flag stops startup with a message naming it, before any socket is bound.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::limits;
+
+#[derive(Parser, Debug)]
+#[command(name = "shardgate", version, about = "Thread-per-core LLM serving gateway")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve the OpenAI API in front of headless engines (`ipc://` ZMQ workers).
+    Launch(LaunchArgs),
+    /// Run the embedded default: the engine simulator plus the gateway on a real tokenizer.
+    Demo(DemoArgs),
+}
+
+/// Which engine wire a ZMQ worker speaks.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Vllm,
+    Tokenspeed,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LaunchArgs {
+    /// Worker URLs, `ipc:///path/to/socket-base` (one per engine or engine group).
+    #[arg(long = "worker-urls", num_args = 1.., value_name = "URL")]
+    pub worker_urls: Vec<String>,
+    /// Engine wire of the ZMQ workers (unset: vLLM, with a log line saying so).
+    #[arg(long, value_name = "vllm|tokenspeed")]
+    pub backend: Option<String>,
+    /// Local model directory: names the model and holds tokenizer, config and chat template.
+    #[arg(long = "model-path")]
+    pub model_path: Option<PathBuf>,
+    /// Tokenizer directory or `tokenizer.json` when it is not in the model directory.
+    #[arg(long = "tokenizer-path")]
+    pub tokenizer_path: Option<PathBuf>,
+    /// Chat template file (or template text) overriding the model's.
+    #[arg(long = "chat-template")]
+    pub chat_template: Option<String>,
+    /// Model name clients send in `model` (default: the model path as given).
+    #[arg(long = "served-model-name")]
+    pub served_model_name: Option<String>,
+    /// Data-parallel engines behind every `ipc://` worker URL.
+    #[arg(long = "zmq-engine-count", default_value_t = 1, value_parser = parse_engine_count)]
+    pub zmq_engine_count: usize,
+    #[arg(long, default_value = "0.0.0.0")]
+    pub host: String,
+    #[arg(long, default_value_t = limits::http_port_default)]
+    pub port: u16,
+    /// Shards (one pinned thread and runtime each); default: available cores.
+    #[arg(long)]
+    pub shards: Option<usize>,
+    #[arg(long = "log-level", default_value = "info", value_parser = ["trace", "debug", "info", "warn", "error"])]
+    pub log_level: String,
+    /// Seconds between health probes (a probe re-binds a worker whose engine was lost).
+    #[arg(long = "health-check-interval-secs", default_value_t = limits::health_check_interval_s_default)]
+    pub health_check_interval_secs: u64,
+    /// Accepted for compatibility; ZMQ workers keep health checks on (they reconnect engines).
+    #[arg(long = "disable-health-check")]
+    pub disable_health_check: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DemoArgs {
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    #[arg(long, default_value_t = limits::http_port_default)]
+    pub port: u16,
+    /// Shards (default: available cores).
+    #[arg(long)]
+    pub shards: Option<usize>,
+    /// Simulated inter-token latency of the engine.
+    #[arg(long = "itl-ms", default_value_t = 20)]
+    pub itl_ms: u64,
+    #[arg(long = "log-level", default_value = "info")]
+    pub log_level: String,
+}
+
+fn parse_engine_count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=limits::engines_per_worker_max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "--zmq-engine-count must be a positive integer (at most {}), got '{s}'",
+            limits::engines_per_worker_max
+        )),
+    }
+}
+
+/// A worker as configured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerConfig {
+    pub url: String,
+    /// The filesystem path after `ipc://`.
+    pub path: String,
+    pub backend: Backend,
+    pub engine_count: usize,
+    pub handshake_address: Option<String>,
+}
+
+/// The validated configuration of a running gateway.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub workers: Vec<WorkerConfig>,
+    pub model_path: PathBuf,
+    pub tokenizer_path: Option<PathBuf>,
+    pub chat_template: Option<String>,
+    pub served_model_name: String,
+    pub host: String,
+    pub port: u16,
+    pub shards: usize,
+    pub health_check_interval_s: u64,
+}
+
+/// Available cores, for the default shard count.
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+impl Config {
+    /// Validates `launch` arguments. Errors are the seed's texts.
+    pub fn from_launch(a: &LaunchArgs) -> Result<Config, String> {
+        let backend = match a.backend.as_deref() {
+            None => {
+                tracing::info!("runtime_type unspecified for ZMQ worker; defaulting to vLLM EngineCore");
+                Backend::Vllm
+            }
+            Some(b) => parse_backend(b, a.worker_urls.first().map(String::as_str).unwrap_or("ipc://"))?,
+        };
+        if a.worker_urls.is_empty() {
+            return Err("no workers: pass --worker-urls ipc:///path/to/engine-0".into());
+        }
+        let mut workers = Vec::with_capacity(a.worker_urls.len());
+        for url in &a.worker_urls {
+            let path = url
+                .strip_prefix("ipc://")
+                .filter(|p| !p.is_empty())
+                .ok_or_else(|| format!("Failed job: type=AddWorker, worker={url}: ZMQ worker URL must be ipc://<path>"))?;
+            if !path.starts_with('/') {
+                return Err(format!(
+                    "Failed job: type=AddWorker, worker={url}: ZMQ worker URL must be ipc://<path> with an absolute path"
+                ));
+            }
+            workers.push(WorkerConfig {
+                url: url.clone(),
+                path: path.to_string(),
+                backend,
+                engine_count: a.zmq_engine_count,
+                handshake_address: None,
+            });
+        }
+        check_handshake_collisions(&workers)?;
+        let model_path = a.model_path.clone().ok_or_else(|| {
+            format!(
+                "Failed job: type=AddWorker, worker={}: ZMQ worker {} has no model identity: start the gateway with --model-path",
+                workers[0].url, workers[0].url
+            )
+        })?;
+        let shards = a.shards.unwrap_or_else(available_cores);
+        if shards == 0 || shards > 1024 {
+            return Err(format!("--shards must be between 1 and 1024, got {shards}"));
+        }
+        if a.disable_health_check {
+            for w in &workers {
+                tracing::info!("Ignoring disabled health checks for ZMQ worker {}", w.url);
+            }
+        }
+        if a.health_check_interval_secs == 0 {
+            return Err("--health-check-interval-secs must be at least 1".into());
+        }
+        let served_model_name = a.served_model_name.clone().unwrap_or_else(|| model_path.display().to_string());
+        Ok(Config {
+            workers,
+            model_path,
+            tokenizer_path: a.tokenizer_path.clone(),
+            chat_template: a.chat_template.clone(),
+            served_model_name,
+            host: a.host.clone(),
+            port: a.port,
+            shards,
+            health_check_interval_s: a.health_check_interval_secs,
+        })
+    }
+}
+
+fn parse_backend(b: &str, url: &str) -> Result<Backend, String> {
+    match b {
+        "vllm" => Ok(Backend::Vllm),
+        "tokenspeed" => Err(format!(
+            "ZMQ worker {url} has runtime tokenspeed: the TokenSpeed ZMQ wire is not available in this build yet"
+        )),
+        other => Err(format!(
+            "ZMQ worker {url} has unsupported runtime {other}: only vllm and tokenspeed are supported over the ZMQ direct backend"
+        )),
+    }
+}
+
+/// Two worker paths that derive one handshake port cannot both be bound.
+fn check_handshake_collisions(workers: &[WorkerConfig]) -> Result<(), String> {
+    let mut seen: Vec<(String, &str)> = Vec::new();
+    for w in workers {
+        let addr = handshake_address(w);
+        if let Some((_, other)) = seen.iter().find(|(a, _)| *a == addr) {
+            return Err(format!(
+                "Failed job: type=AddWorker, worker={}: would bind handshake address {addr}, already claimed by worker {other}",
+                w.url
+            ));
+        }
+        seen.push((addr, &w.url));
+    }
+    Ok(())
+}
+
+/// The handshake address a worker binds.
+pub fn handshake_address(w: &WorkerConfig) -> String {
+    w.handshake_address.clone().unwrap_or_else(|| {
+        format!("tcp://127.0.0.1:{}", crate::engine::zmq::sockdir::derived_handshake_port(&w.path))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(args: &[&str]) -> Result<Config, String> {
+        let mut full = vec!["shardgate", "launch"];
+        full.extend_from_slice(args);
+        let cli = Cli::try_parse_from(full).map_err(|e| e.to_string())?;
+        match cli.command {
+            Command::Launch(a) => Config::from_launch(&a),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn startup_errors_use_the_seed_texts() {
+        let cases: [(&[&str], &str); 5] = [
+            (&["--worker-urls", "http://x:8000", "--model-path", "/m"], "ZMQ worker URL must be ipc://<path>"),
+            (&["--worker-urls", "ipc:///tmp/sg/e0"], "has no model identity"),
+            (&["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/m", "--backend", "sglang"], "has unsupported runtime sglang: only vllm and tokenspeed are supported over the ZMQ direct backend"),
+            (&["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/m", "--zmq-engine-count", "0"], "--zmq-engine-count must be a positive integer"),
+            (&["--worker-urls", "ipc:///tmp/sg/e0", "ipc:///tmp/sg/e0", "--model-path", "/m"], "already claimed by worker ipc:///tmp/sg/e0"),
+        ];
+        for (args, expected) in cases {
+            let e = launch(args).unwrap_err();
+            assert!(e.contains(expected), "args {args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let c = launch(&["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/m"]).unwrap();
+        assert_eq!(c.port, 30000);
+        assert_eq!(c.host, "0.0.0.0");
+        assert_eq!(c.workers[0].backend, Backend::Vllm);
+        assert_eq!(c.workers[0].engine_count, 1);
+        assert_eq!(handshake_address(&c.workers[0]), format!("tcp://127.0.0.1:{}", crate::engine::zmq::sockdir::derived_handshake_port("/tmp/sg/e0")));
+        assert_eq!(c.served_model_name, "/m");
+    }
+}

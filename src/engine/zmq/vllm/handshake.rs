@@ -1,0 +1,241 @@
+//! Startup handshake messages: HELLO / READY (engine → client on the handshake socket), INIT
+//! (client → engine), and the registration map the engine sends on each input socket.
+
+use super::super::msgpack::{DecodeError, DecodeResult, Kind, Reader, Writer};
+
+/// A status message on the handshake socket (`HELLO` or `READY`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusMessage {
+    pub status: String,
+    pub local: bool,
+    pub headless: bool,
+}
+
+pub fn decode_status(frame: &[u8]) -> DecodeResult<StatusMessage> {
+    let mut r = Reader::new(frame);
+    let n = r.map_len()?;
+    let mut msg = StatusMessage { status: String::new(), local: false, headless: false };
+    for _ in 0..n {
+        match r.str()? {
+            "status" => msg.status = r.str()?.to_string(),
+            "local" => msg.local = r.bool()?,
+            "headless" => msg.headless = r.bool()?,
+            _ => r.skip()?,
+        }
+    }
+    if msg.status.is_empty() {
+        return Err(DecodeError("handshake message without a status".into()));
+    }
+    Ok(msg)
+}
+
+/// Encodes a status message as an engine does (the simulator's side of the handshake).
+pub fn encode_status(status: &str, local: bool, headless: bool, out: &mut Vec<u8>) {
+    let mut w = Writer::new(out);
+    w.map(3);
+    w.str("status");
+    w.str(status);
+    w.str("local");
+    w.bool(local);
+    w.str("headless");
+    w.bool(headless);
+}
+
+/// Encodes INIT (`EngineHandshakeMetadata`): the input and output addresses in client-index
+/// order, no coordinator, and an empty `parallel_config` (dense engines).
+pub fn encode_init(inputs: &[String], outputs: &[String], out: &mut Vec<u8>) {
+    let mut w = Writer::new(out);
+    w.map(2);
+    w.str("addresses");
+    w.map(5);
+    w.str("inputs");
+    w.array(inputs.len());
+    for a in inputs {
+        w.str(a);
+    }
+    w.str("outputs");
+    w.array(outputs.len());
+    for a in outputs {
+        w.str(a);
+    }
+    w.str("coordinator_input");
+    w.nil();
+    w.str("coordinator_output");
+    w.nil();
+    w.str("frontend_stats_publish_address");
+    w.nil();
+    w.str("parallel_config");
+    w.map(0);
+}
+
+/// The INIT addresses, as an engine reads them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InitAddresses {
+    pub inputs: Vec<String>,
+    pub outputs: Vec<String>,
+}
+
+pub fn decode_init(frame: &[u8]) -> DecodeResult<InitAddresses> {
+    let mut r = Reader::new(frame);
+    let n = r.map_len()?;
+    let mut addrs = InitAddresses::default();
+    for _ in 0..n {
+        if r.str()? != "addresses" {
+            r.skip()?;
+            continue;
+        }
+        let m = r.map_len()?;
+        for _ in 0..m {
+            let list = match r.str()? {
+                "inputs" => &mut addrs.inputs,
+                "outputs" => &mut addrs.outputs,
+                _ => {
+                    r.skip()?;
+                    continue;
+                }
+            };
+            let k = r.array_len()?;
+            for _ in 0..k {
+                list.push(r.str()?.to_string());
+            }
+        }
+    }
+    if addrs.inputs.is_empty() || addrs.inputs.len() != addrs.outputs.len() {
+        return Err(DecodeError("INIT without matching input and output addresses".into()));
+    }
+    Ok(addrs)
+}
+
+/// What an engine reports at registration (`EngineCoreReadyResponse`), the fields we keep.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EngineRegistration {
+    pub max_model_len: u32,
+    pub num_gpu_blocks: u64,
+    pub block_size: u32,
+    pub data_parallel_rank: u32,
+    pub data_parallel_size: u32,
+    pub max_num_seqs: u32,
+    pub vllm_version: String,
+    pub dtype: String,
+}
+
+pub fn decode_registration(frame: &[u8]) -> DecodeResult<EngineRegistration> {
+    let mut r = Reader::new(frame);
+    let n = r.map_len()?;
+    let mut reg = EngineRegistration::default();
+    for _ in 0..n {
+        let key = r.str()?;
+        if r.peek_kind()? == Kind::Nil {
+            r.skip()?;
+            continue;
+        }
+        match key {
+            "max_model_len" => reg.max_model_len = r.u32()?,
+            "num_gpu_blocks" => reg.num_gpu_blocks = r.u64()?,
+            "block_size" => reg.block_size = r.u32()?,
+            "data_parallel_rank" => reg.data_parallel_rank = r.u32()?,
+            "data_parallel_size" => reg.data_parallel_size = r.u32()?,
+            "max_num_seqs" => reg.max_num_seqs = r.u32()?,
+            "vllm_version" => reg.vllm_version = r.str()?.to_string(),
+            "dtype" => reg.dtype = r.str()?.to_string(),
+            _ => r.skip()?,
+        }
+    }
+    if reg.max_model_len == 0 {
+        return Err(DecodeError("registration without max_model_len".into()));
+    }
+    Ok(reg)
+}
+
+/// Encodes a registration map as an engine does (the simulator's side).
+pub fn encode_registration(reg: &EngineRegistration, out: &mut Vec<u8>) {
+    let mut w = Writer::new(out);
+    w.map_wide(8);
+    w.str("max_model_len");
+    w.uint(reg.max_model_len as u64);
+    w.str("num_gpu_blocks");
+    w.uint(reg.num_gpu_blocks);
+    w.str("block_size");
+    w.uint(reg.block_size as u64);
+    w.str("dtype");
+    w.str(&reg.dtype);
+    w.str("vllm_version");
+    w.str(&reg.vllm_version);
+    w.str("data_parallel_size");
+    w.uint(reg.data_parallel_size as u64);
+    w.str("data_parallel_rank");
+    w.uint(reg.data_parallel_rank as u64);
+    w.str("max_num_seqs");
+    w.uint(reg.max_num_seqs as u64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    #[test]
+    fn decodes_real_hello_and_ready() {
+        let hello = decode_status(&hex("83a6737461747573a548454c4c4fa56c6f63616cc2a8686561646c657373c3")).unwrap();
+        assert_eq!(hello, StatusMessage { status: "HELLO".into(), local: false, headless: true });
+        let ready = decode_status(&hex("83a6737461747573a55245414459a56c6f63616cc2a8686561646c657373c3")).unwrap();
+        assert_eq!(ready.status, "READY");
+        let mut again = Vec::new();
+        encode_status("HELLO", false, true, &mut again);
+        assert_eq!(again, hex("83a6737461747573a548454c4c4fa56c6f63616cc2a8686561646c657373c3"));
+    }
+
+    #[test]
+    fn init_matches_the_reference_bytes() {
+        let mut out = Vec::new();
+        encode_init(&["tcp://127.0.0.1:46335".into()], &["tcp://127.0.0.1:37233".into()], &mut out);
+        let mut expected = vec![0x82, 0xa9];
+        expected.extend_from_slice(b"addresses");
+        expected.push(0x85);
+        expected.push(0xa6);
+        expected.extend_from_slice(b"inputs");
+        expected.extend_from_slice(&[0x91, 0xb5]);
+        expected.extend_from_slice(b"tcp://127.0.0.1:46335");
+        expected.push(0xa7);
+        expected.extend_from_slice(b"outputs");
+        expected.extend_from_slice(&[0x91, 0xb5]);
+        expected.extend_from_slice(b"tcp://127.0.0.1:37233");
+        expected.push(0xb1);
+        expected.extend_from_slice(b"coordinator_input");
+        expected.push(0xc0);
+        expected.push(0xb2);
+        expected.extend_from_slice(b"coordinator_output");
+        expected.push(0xc0);
+        expected.push(0xbe);
+        expected.extend_from_slice(b"frontend_stats_publish_address");
+        expected.push(0xc0);
+        expected.push(0xaf);
+        expected.extend_from_slice(b"parallel_config");
+        expected.push(0x80);
+        assert_eq!(out, expected);
+        let back = decode_init(&out).unwrap();
+        assert_eq!(back.inputs, ["tcp://127.0.0.1:46335"]);
+    }
+
+    #[test]
+    fn registration_round_trips_and_rejects_garbage() {
+        let reg = EngineRegistration {
+            max_model_len: 256,
+            num_gpu_blocks: 4096,
+            block_size: 128,
+            data_parallel_rank: 1,
+            data_parallel_size: 2,
+            max_num_seqs: 8,
+            vllm_version: "0.32.0".into(),
+            dtype: "float32".into(),
+        };
+        let mut out = Vec::new();
+        encode_registration(&reg, &mut out);
+        assert_eq!(decode_registration(&out).unwrap(), reg);
+        assert!(decode_registration(&[0x80]).is_err());
+        assert!(decode_registration(&[]).is_err());
+    }
+}

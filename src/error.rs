@@ -1,0 +1,187 @@
+//! The gateway's error model.
+//!
+//! `ApiError` is everything a client can be told: an HTTP status plus the OpenAI error envelope
+//! (`{"error":{"message","type","param","code"}}`). It is turned into bytes in exactly one place,
+//! `ApiError::to_json`, and into a status line by `http::response`. Engine and transport faults
+//! are `EngineFault`s: they carry where they came from and whether retrying is safe, and become
+//! an `ApiError` only at the edge.
+
+use std::fmt;
+
+/// A client-visible error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: u16,
+    pub kind: ErrorKind,
+    pub message: String,
+    pub param: Option<String>,
+    pub code: Option<&'static str>,
+    /// Seconds for a `Retry-After` header (429/503).
+    pub retry_after_s: Option<u32>,
+}
+
+/// The OpenAI `error.type` strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    InvalidRequest,
+    NotFound,
+    ServerError,
+    ServiceUnavailable,
+    NotImplemented,
+    RateLimit,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidRequest => "invalid_request_error",
+            ErrorKind::NotFound => "invalid_request_error",
+            ErrorKind::ServerError => "server_error",
+            ErrorKind::ServiceUnavailable => "service_unavailable",
+            ErrorKind::NotImplemented => "not_implemented",
+            ErrorKind::RateLimit => "rate_limit_error",
+        }
+    }
+}
+
+impl ApiError {
+    fn new(status: u16, kind: ErrorKind, message: impl Into<String>) -> Self {
+        ApiError { status, kind, message: message.into(), param: None, code: None, retry_after_s: None }
+    }
+
+    /// 400 `invalid_request_error`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, ErrorKind::InvalidRequest, message)
+    }
+
+    /// 400 naming the offending request field.
+    pub fn invalid_param(param: &str, message: impl Into<String>) -> Self {
+        let mut e = Self::bad_request(message);
+        e.param = Some(param.to_string());
+        e.code = Some("invalid_value");
+        e
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(404, ErrorKind::NotFound, message)
+    }
+
+    pub fn model_not_found(model: &str) -> Self {
+        let mut e = Self::not_found(format!("The model `{model}` does not exist."));
+        e.param = Some("model".to_string());
+        e.code = Some("model_not_found");
+        e
+    }
+
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(405, ErrorKind::InvalidRequest, message)
+    }
+
+    pub fn payload_too_large(message: impl Into<String>) -> Self {
+        Self::new(413, ErrorKind::InvalidRequest, message)
+    }
+
+    pub fn header_too_large(message: impl Into<String>) -> Self {
+        Self::new(431, ErrorKind::InvalidRequest, message)
+    }
+
+    pub fn request_timeout(message: impl Into<String>) -> Self {
+        Self::new(408, ErrorKind::InvalidRequest, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, ErrorKind::ServerError, message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        let mut e = Self::new(503, ErrorKind::ServiceUnavailable, message);
+        e.retry_after_s = Some(1);
+        e
+    }
+
+    pub fn not_implemented(code: &'static str, message: impl Into<String>) -> Self {
+        let mut e = Self::new(501, ErrorKind::NotImplemented, message);
+        e.code = Some(code);
+        e
+    }
+
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = Some(code);
+        self
+    }
+
+    pub fn with_param(mut self, param: &str) -> Self {
+        self.param = Some(param.to_string());
+        self
+    }
+
+    /// The OpenAI error envelope.
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(96 + self.message.len());
+        out.push_str("{\"error\":{\"message\":");
+        crate::util::json::push_str(&mut out, &self.message);
+        out.push_str(",\"type\":\"");
+        out.push_str(self.kind.as_str());
+        out.push_str("\",\"param\":");
+        match &self.param {
+            Some(p) => crate::util::json::push_str(&mut out, p),
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"code\":");
+        match self.code {
+            Some(c) => crate::util::json::push_str(&mut out, c),
+            None => out.push_str("null"),
+        }
+        out.push_str("}}");
+        out
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.status, self.message)
+    }
+}
+
+/// Where an engine fault came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultSource {
+    /// The engine said so (ENGINE_CORE_DEAD, an ERROR finish).
+    Engine,
+    /// The transport failed (socket error, undecodable output, silence).
+    Transport,
+    /// The gateway itself (shutdown, worker removed).
+    Gateway,
+}
+
+/// A failure of an engine or its connection, as seen by one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineFault {
+    pub source: FaultSource,
+    pub message: String,
+    /// True when the request provably never reached the engine, so resending cannot duplicate work.
+    pub retry_safe: bool,
+}
+
+impl EngineFault {
+    pub fn new(source: FaultSource, message: impl Into<String>, retry_safe: bool) -> Self {
+        EngineFault { source, message: message.into(), retry_safe }
+    }
+
+    pub fn to_api_error(&self) -> ApiError {
+        match self.source {
+            FaultSource::Gateway if self.retry_safe => ApiError::unavailable(self.message.clone()),
+            _ => {
+                let mut e = ApiError::internal(self.message.clone());
+                e.code = Some("engine_error");
+                e
+            }
+        }
+    }
+}
+
+impl fmt::Display for EngineFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}", self.source, self.message)
+    }
+}

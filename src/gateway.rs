@@ -1,0 +1,41 @@
+//! Starting a gateway from a validated `Config`: load the model in the background (readiness
+//! reports `tokenizer not yet registered` until it is in), then run the shards.
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::shard::{self, Shared};
+use crate::text::model::{ModelAssets, ModelSource};
+
+pub fn run(config: Config) -> Result<(), String> {
+    let shared = Shared::new(config);
+    let source = ModelSource {
+        model_path: shared.config.model_path.clone(),
+        tokenizer_path: shared.config.tokenizer_path.clone(),
+        chat_template: shared.config.chat_template.clone(),
+        served_name: shared.config.served_model_name.clone(),
+    };
+    {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("model-load".into())
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                let loaded = ModelAssets::load(&source).map(Arc::new);
+                match &loaded {
+                    Ok(m) => tracing::info!(
+                        "tokenizer loaded for {} in {:.2}s (vocab {}, eos {:?}, chat template {})",
+                        m.served_name,
+                        started.elapsed().as_secs_f64(),
+                        m.vocab_size,
+                        m.eos_token_id,
+                        if m.chat_template.is_some() { "found" } else { "missing" }
+                    ),
+                    Err(e) => tracing::error!("cannot load model assets: {e}"),
+                }
+                shared.set_model(loaded);
+            })
+            .map_err(|e| format!("cannot start the model loader: {e}"))?;
+    }
+    shard::run(shared)
+}

@@ -1,0 +1,145 @@
+//! One HTTP/1.1 connection: read a request (head, then body), dispatch it, write the response,
+//! repeat while keep-alive allows. Pipelined requests wait in the read buffer and are served in
+//! order. Time limits: an idle keep-alive connection is closed silently; a request whose head
+//! or body is not complete in time gets a 408 and the connection is closed, so a slow client
+//! cannot hold the shard's resources.
+
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+
+use super::chunked::ChunkedDecoder;
+use super::request::{parse_head, BodyFraming, Request, RequestHead};
+use super::response::Responder;
+use crate::error::ApiError;
+use crate::limits;
+use crate::shard::ShardCtx;
+
+/// Why reading a request stopped.
+enum ReadStop {
+    /// Close quietly (EOF, idle timeout, socket error).
+    Close,
+    /// Answer with this error, then close.
+    Fail(ApiError),
+}
+
+pub async fn serve_connection(ctx: Rc<ShardCtx>, mut stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let Some(watch) = dup_stream(&stream) else { return };
+    let mut input: Vec<u8> = Vec::with_capacity(limits::http_read_buffer_bytes);
+    let mut output: Vec<u8> = Vec::with_capacity(limits::http_read_buffer_bytes);
+    loop {
+        let request = match read_request(&mut stream, &mut input).await {
+            Ok(r) => r,
+            Err(ReadStop::Close) => return,
+            Err(ReadStop::Fail(e)) => {
+                tracing::info!("shard {}: rejecting request: {}", ctx.index, e);
+                let mut r = Responder::new(&mut stream, &watch, output, false, false);
+                let _ = r.send_error(&e).await;
+                return;
+            }
+        };
+        let keep_alive = request.head.keep_alive;
+        let http10 = request.head.version_minor == 0;
+        let mut responder = Responder::new(&mut stream, &watch, output, keep_alive, http10);
+        crate::api::routes::dispatch(&ctx, request, &mut responder).await;
+        let reusable = responder.reusable();
+        output = responder.into_buffer();
+        if !reusable {
+            return;
+        }
+    }
+}
+
+/// A second handle on the socket, used only to wait for readability (client-gone checks) while
+/// the main handle is busy writing.
+fn dup_stream(stream: &TcpStream) -> Option<TcpStream> {
+    // SAFETY: dup gives us our own descriptor for the same socket.
+    let fd = unsafe { libc::dup(stream.as_raw_fd()) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` is a fresh, owned, open socket descriptor.
+    let std_stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    std_stream.set_nonblocking(true).ok()?;
+    TcpStream::from_std(std_stream).ok()
+}
+
+/// Reads more bytes into `buf`, giving up at `deadline`. Ok(false): EOF.
+async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>, deadline: Instant) -> Result<bool, ReadStop> {
+    if buf.capacity() - buf.len() < 4096 {
+        buf.reserve(limits::http_read_buffer_bytes);
+    }
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    let owned = std::mem::take(buf);
+    match monoio::time::timeout(remaining, stream.read(owned)).await {
+        Ok((Ok(n), owned)) => {
+            *buf = owned;
+            Ok(n > 0)
+        }
+        Ok((Err(_), _)) => Err(ReadStop::Close),
+        Err(_) => Err(ReadStop::Fail(ApiError::request_timeout("timed out reading the request"))),
+    }
+}
+
+async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Request, ReadStop> {
+    let idle_deadline = Instant::now() + Duration::from_secs(limits::http_keepalive_idle_timeout_s);
+    let mut head_deadline: Option<Instant> = None;
+    let (head, head_len) = loop {
+        if !buf.is_empty() {
+            if let Some(parsed) = parse_head(buf).map_err(ReadStop::Fail)? {
+                break parsed;
+            }
+            head_deadline.get_or_insert_with(|| Instant::now() + Duration::from_secs(limits::http_header_read_timeout_s));
+        }
+        let deadline = head_deadline.unwrap_or(idle_deadline);
+        match read_more(stream, buf, deadline).await {
+            Ok(true) => {}
+            Ok(false) => return Err(ReadStop::Close),
+            // An idle keep-alive connection just closes; a half-sent head gets a 408.
+            Err(ReadStop::Fail(_)) if head_deadline.is_none() => return Err(ReadStop::Close),
+            Err(e) => return Err(e),
+        }
+    };
+    buf.drain(..head_len);
+    if head.expect_continue && head.framing != BodyFraming::None {
+        let (res, _) = stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n".to_vec()).await;
+        if res.is_err() {
+            return Err(ReadStop::Close);
+        }
+    }
+    let body = read_body(stream, buf, &head).await?;
+    Ok(Request { head, body })
+}
+
+async fn read_body(stream: &mut TcpStream, buf: &mut Vec<u8>, head: &RequestHead) -> Result<Vec<u8>, ReadStop> {
+    let deadline = Instant::now() + Duration::from_secs(limits::http_body_read_timeout_s);
+    match head.framing {
+        BodyFraming::None => Ok(Vec::new()),
+        BodyFraming::Length(n) => {
+            while buf.len() < n {
+                if !read_more(stream, buf, deadline).await? {
+                    return Err(ReadStop::Close);
+                }
+            }
+            let rest = buf.split_off(n);
+            Ok(std::mem::replace(buf, rest))
+        }
+        BodyFraming::Chunked => {
+            let mut decoder = ChunkedDecoder::new(limits::http_body_bytes_max);
+            loop {
+                let used = decoder.feed(buf).map_err(ReadStop::Fail)?;
+                buf.drain(..used);
+                if decoder.is_done() {
+                    return Ok(decoder.body);
+                }
+                if !read_more(stream, buf, deadline).await? {
+                    return Err(ReadStop::Close);
+                }
+            }
+        }
+    }
+}

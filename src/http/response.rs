@@ -1,0 +1,283 @@
+//! Writing responses: full bodies with `Content-Length`, and SSE streams as chunked transfer
+//! (one chunk per write, so every event reaches the client as soon as it exists; never
+//! compressed). `Responder` also answers "is the client still there?" without consuming
+//! request bytes, so an abandoned request can be aborted on the engine.
+
+use std::os::fd::AsRawFd;
+
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::TcpStream;
+
+use crate::error::ApiError;
+
+/// The client went away (write failed or the socket was closed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientGone;
+
+pub struct Responder<'c> {
+    stream: &'c mut TcpStream,
+    watch: &'c TcpStream,
+    buf: Vec<u8>,
+    /// The client allows the connection to be reused after this response.
+    keep_alive: bool,
+    http10: bool,
+    state: State,
+    /// Headers every response carries (CORS and the like), set by the router.
+    pub extra_headers: Vec<(&'static str, String)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Idle,
+    Streaming,
+    Done,
+}
+
+pub fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        202 => "Accepted",
+        204 => "No Content",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Payload Too Large",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Unknown",
+    }
+}
+
+impl<'c> Responder<'c> {
+    pub fn new(stream: &'c mut TcpStream, watch: &'c TcpStream, buf: Vec<u8>, keep_alive: bool, http10: bool) -> Self {
+        Responder { stream, watch, buf, keep_alive, http10, state: State::Idle, extra_headers: Vec::new() }
+    }
+
+    /// Whether the connection can serve another request after this response.
+    pub fn reusable(&self) -> bool {
+        self.keep_alive && self.state == State::Done
+    }
+
+    /// Gives back the write buffer for reuse.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.buf
+    }
+
+    pub fn has_started(&self) -> bool {
+        self.state != State::Idle
+    }
+
+    fn push_head(&mut self, status: u16, content_type: &str, length: Option<usize>, extra: &[(&str, &str)]) {
+        let b = &mut self.buf;
+        b.clear();
+        b.extend_from_slice(if self.http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
+        b.extend_from_slice(itoa::Buffer::new().format(status).as_bytes());
+        b.push(b' ');
+        b.extend_from_slice(reason_phrase(status).as_bytes());
+        b.extend_from_slice(b"\r\ncontent-type: ");
+        b.extend_from_slice(content_type.as_bytes());
+        match length {
+            Some(n) => {
+                b.extend_from_slice(b"\r\ncontent-length: ");
+                b.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            }
+            None if !self.http10 => b.extend_from_slice(b"\r\ntransfer-encoding: chunked"),
+            None => {}
+        }
+        for (k, v) in extra.iter().copied().chain(self.extra_headers.iter().map(|(k, v)| (*k, v.as_str()))) {
+            b.extend_from_slice(b"\r\n");
+            b.extend_from_slice(k.as_bytes());
+            b.extend_from_slice(b": ");
+            b.extend_from_slice(v.as_bytes());
+        }
+        let closing = !self.keep_alive || (length.is_none() && self.http10);
+        if closing {
+            b.extend_from_slice(b"\r\nconnection: close");
+        } else if self.http10 {
+            b.extend_from_slice(b"\r\nconnection: keep-alive");
+        }
+        b.extend_from_slice(b"\r\n\r\n");
+    }
+
+    async fn write_buf(&mut self) -> Result<(), ClientGone> {
+        let buf = std::mem::take(&mut self.buf);
+        let (res, buf) = self.stream.write_all(buf).await;
+        self.buf = buf;
+        self.buf.clear();
+        res.map(|_| ()).map_err(|_| ClientGone)
+    }
+
+    /// A complete response.
+    pub async fn send(
+        &mut self,
+        status: u16,
+        content_type: &str,
+        body: &[u8],
+        extra: &[(&str, &str)],
+    ) -> Result<(), ClientGone> {
+        debug_assert_eq!(self.state, State::Idle);
+        self.push_head(status, content_type, Some(body.len()), extra);
+        self.buf.extend_from_slice(body);
+        self.state = State::Done;
+        self.write_buf().await
+    }
+
+    pub async fn send_json(&mut self, status: u16, body: &[u8]) -> Result<(), ClientGone> {
+        self.send(status, "application/json", body, &[]).await
+    }
+
+    /// An error in the OpenAI envelope, with `Retry-After` when it has one.
+    pub async fn send_error(&mut self, e: &ApiError) -> Result<(), ClientGone> {
+        let body = e.to_json();
+        let retry;
+        let mut extra: Vec<(&str, &str)> = Vec::new();
+        if let Some(s) = e.retry_after_s {
+            retry = s.to_string();
+            extra.push(("retry-after", &retry));
+        }
+        self.send(e.status, "application/json", body.as_bytes(), &extra).await
+    }
+
+    /// Starts an SSE stream (200, `text/event-stream`, chunked).
+    pub async fn start_sse(&mut self) -> Result<(), ClientGone> {
+        debug_assert_eq!(self.state, State::Idle);
+        self.push_head(
+            200,
+            "text/event-stream",
+            None,
+            &[("cache-control", "no-cache"), ("x-accel-buffering", "no")],
+        );
+        self.state = State::Streaming;
+        self.write_buf().await
+    }
+
+    /// Queues one `data: <payload>\n\n` event; `flush` sends everything queued as one chunk.
+    pub fn push_sse(&mut self, payload: &[u8]) {
+        debug_assert_eq!(self.state, State::Streaming);
+        if self.buf.is_empty() && !self.http10 {
+            // Room for the chunk-size line, patched in `flush`.
+            self.buf.extend_from_slice(CHUNK_HEADER_PLACEHOLDER);
+        }
+        self.buf.extend_from_slice(b"data: ");
+        self.buf.extend_from_slice(payload);
+        self.buf.extend_from_slice(b"\n\n");
+    }
+
+    /// Queues an SSE comment line (keep-alive).
+    pub fn push_sse_comment(&mut self, comment: &str) {
+        if self.buf.is_empty() && !self.http10 {
+            self.buf.extend_from_slice(CHUNK_HEADER_PLACEHOLDER);
+        }
+        self.buf.extend_from_slice(b": ");
+        self.buf.extend_from_slice(comment.as_bytes());
+        self.buf.extend_from_slice(b"\n\n");
+    }
+
+    /// Sends the queued events as one chunk.
+    pub async fn flush(&mut self) -> Result<(), ClientGone> {
+        self.flush_chunk(false).await
+    }
+
+    /// Writes the queued events as one chunk, and the last-chunk marker with them if `last`.
+    async fn flush_chunk(&mut self, last: bool) -> Result<(), ClientGone> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let mut start = 0;
+        if !self.http10 {
+            let payload_len = self.buf.len() - CHUNK_HEADER_PLACEHOLDER.len();
+            let mut size = [0u8; 18];
+            let header = format_chunk_size(payload_len, &mut size);
+            // Right-align the size line in the reserved room and write from there.
+            start = CHUNK_HEADER_PLACEHOLDER.len() - header.len();
+            self.buf[start..CHUNK_HEADER_PLACEHOLDER.len()].copy_from_slice(header);
+            self.buf.extend_from_slice(b"\r\n");
+            if last {
+                self.buf.extend_from_slice(b"0\r\n\r\n");
+            }
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let (res, slice) = self.stream.write_all(monoio::buf::IoBuf::slice(buf, start..)).await;
+        self.buf = slice.into_inner();
+        self.buf.clear();
+        res.map(|_| ()).map_err(|_| ClientGone)
+    }
+
+    /// Ends the stream: `data: [DONE]` and the terminating chunk, in one write.
+    pub async fn finish_sse(&mut self) -> Result<(), ClientGone> {
+        self.push_sse(b"[DONE]");
+        self.state = State::Done;
+        if self.http10 {
+            // HTTP/1.0 streams end by closing the connection.
+            self.keep_alive = false;
+        }
+        self.flush_chunk(true).await
+    }
+
+    /// Resolves when the client has closed its side of the connection. Request bytes are never
+    /// consumed: pipelined data means the client is alive, and watching stops there.
+    pub async fn client_gone(&self) {
+        client_gone(self.watch).await
+    }
+
+    pub fn watch(&self) -> &'c TcpStream {
+        self.watch
+    }
+}
+
+/// Room for 16 hex digits + CRLF: enough for any chunk size, filled in by `flush`.
+const CHUNK_HEADER_PLACEHOLDER: &[u8] = b"0000000000000000\r\n";
+
+/// `<hex size>\r\n` into `out`, returned as a slice.
+fn format_chunk_size(n: usize, out: &mut [u8; 18]) -> &[u8] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    let mut i = digits.len();
+    let mut v = n;
+    loop {
+        i -= 1;
+        digits[i] = HEX[v & 0xf];
+        v >>= 4;
+        if v == 0 {
+            break;
+        }
+    }
+    let len = digits.len() - i;
+    out[..len].copy_from_slice(&digits[i..]);
+    out[len] = b'\r';
+    out[len + 1] = b'\n';
+    &out[..len + 2]
+}
+
+pub async fn client_gone(watch: &TcpStream) {
+    let fd = watch.as_raw_fd();
+    loop {
+        if watch.readable(false).await.is_err() {
+            return;
+        }
+        let mut byte = 0u8;
+        // SAFETY: one-byte peek into a local; the fd is open while `watch` lives.
+        let n = unsafe { libc::recv(fd, (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+        if n == 0 {
+            return;
+        }
+        if n > 0 {
+            // A pipelined request: the client is alive; nothing more to learn here.
+            std::future::pending::<()>().await;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::WouldBlock && err.kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! shardgate: a thread-per-core LLM serving gateway. See ARCHITECTURE.md for the map.
+
+pub mod api;
+pub mod config;
+pub mod demo;
+pub mod engine;
+pub mod error;
+pub mod gateway;
+pub mod http;
+pub mod limits;
+pub mod pipeline;
+pub mod shard;
+pub mod text;
+pub mod util;
+pub mod workers;

@@ -1,0 +1,72 @@
+#![allow(non_upper_case_globals)]
+
+//! Every bound and default of the gateway, in one place.
+//!
+//! Names carry their unit last (`_s`, `_ms`, `_bytes`) and their qualifier after it
+//! (`_max`, `_min`), so related limits line up. Nothing else in the crate hard-codes a limit.
+
+/// HTTP: a request head (request line + headers) larger than this is answered 431.
+pub const http_header_bytes_max: usize = 64 * 1024;
+/// HTTP: header lines per request.
+pub const http_header_count_max: usize = 128;
+/// HTTP: request body larger than this is answered 413 (a 6,000-token prompt is ~30 KiB;
+/// token-id prompts in JSON are ~7 bytes per token, so 32 MiB leaves room for long contexts).
+pub const http_body_bytes_max: usize = 32 * 1024 * 1024;
+/// HTTP: time allowed from the first byte of a request to the end of its head.
+pub const http_header_read_timeout_s: u64 = 10;
+/// HTTP: time allowed to receive a whole request body once its head is in.
+pub const http_body_read_timeout_s: u64 = 60;
+/// HTTP: an idle keep-alive connection is closed after this long. Above the 90-120 s pool idle
+/// time of common clients, so the server never closes a socket a client is about to reuse.
+pub const http_keepalive_idle_timeout_s: u64 = 180;
+/// HTTP: requests a client may pipeline ahead of the one being answered.
+pub const http_pipelined_requests_max: usize = 32;
+/// HTTP: initial read buffer per connection.
+pub const http_read_buffer_bytes: usize = 8 * 1024;
+/// HTTP: open connections per shard; accepting pauses above it.
+pub const http_connections_per_shard_max: usize = 16 * 1024;
+
+/// ZMQ: the handshake waits this long for each message (HELLO, registration, READY).
+pub const handshake_timeout_s: u64 = 600;
+/// ZMQ: first port of the derived handshake range (`20000 + FNV-1a-64(path) mod 10000`).
+pub const handshake_port_base: u16 = 20000;
+/// ZMQ: size of the derived handshake port range.
+pub const handshake_port_span: u64 = 10000;
+/// ZMQ: a request send that cannot complete for this long marks the connection dead.
+pub const send_block_ms_max: u64 = 10_000;
+/// ZMQ: outputs that fail to decode in a row before the connection is marked dead.
+pub const output_decode_failures_max: u32 = 3;
+/// ZMQ: silence from an engine with requests in flight before it is declared dead (fixed, per seed).
+pub const engine_silence_s_max: u64 = 300;
+/// ZMQ: messages queued towards one engine before sends report back-pressure.
+pub const zmq_send_queue_messages_max: i32 = 100_000;
+/// Unix socket paths: `sun_path` holds 108 bytes including the terminating NUL.
+pub const unix_socket_path_bytes_max: usize = 107;
+
+/// Workers: interval of the health probe that re-binds dead or timed-out ZMQ workers.
+pub const health_check_interval_s_default: u64 = 10;
+/// Workers: engines behind one grouped worker.
+pub const engines_per_worker_max: usize = 1024;
+
+/// Requests: `n` (choices per request).
+pub const choices_per_request_max: u32 = 128;
+/// Requests: stop strings per request.
+pub const stop_strings_max: usize = 64;
+/// Requests: bytes of one stop string.
+pub const stop_string_bytes_max: usize = 1024;
+/// Requests: vLLM's default `max_logprobs`.
+pub const logprobs_max: i64 = 20;
+/// Requests: `logit_bias` entries.
+pub const logit_bias_entries_max: usize = 4096;
+/// Requests: prompts in one completions request.
+pub const prompts_per_request_max: usize = 1024;
+/// Requests: JSON nesting depth accepted in a request body.
+pub const json_depth_max: usize = 128;
+
+/// Gateway defaults.
+pub const http_port_default: u16 = 30000;
+pub const metrics_port_default: u16 = 29000;
+
+const _: () = assert!(http_header_bytes_max < http_body_bytes_max);
+const _: () = assert!(handshake_port_base as u64 + handshake_port_span <= u16::MAX as u64);
+const _: () = assert!(unix_socket_path_bytes_max < 108);

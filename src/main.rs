@@ -1,0 +1,34 @@
+//! The `shardgate` binary: arguments → `Config` → gateway. No logic here.
+
+use clap::Parser;
+use shardgate::config::{Cli, Command, Config};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn init_logging(level: &str) {
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| format!("warn,shardgate={level}"));
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_target(false)
+        .init();
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Launch(args) => {
+            init_logging(&args.log_level);
+            Config::from_launch(&args).and_then(shardgate::gateway::run)
+        }
+        Command::Demo(args) => {
+            init_logging(&args.log_level);
+            shardgate::demo::run(&args)
+        }
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+        tracing::error!("{e}");
+        std::process::exit(2);
+    }
+}

@@ -1,0 +1,188 @@
+//! One choice's output state: incremental detokenization, stop strings (vLLM's
+//! `BaseIncrementalDetokenizer.update` semantics, including the stop-token skip and trimming
+//! token ids after a stop string), the finish reason, and what has been streamed so far.
+
+use super::params::OutputOptions;
+use crate::engine::{FinishReason, Logprobs, StopReason, TokenEvent};
+use crate::text::detokenize::IncrementalDecoder;
+use crate::text::stops;
+use crate::text::tokenizer::Tokenizer;
+
+/// `finish_reason` and vLLM's `stop_reason` for a finished choice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finish {
+    pub reason: &'static str,
+    pub stop_reason: Option<StopReason>,
+}
+
+pub struct ChoiceState {
+    pub index: u32,
+    decoder: IncrementalDecoder,
+    /// All output text so far (cut at a stop string once one matched).
+    pub text: String,
+    pub token_ids: Vec<u32>,
+    /// Bytes of `text` already handed to the client.
+    sent: usize,
+    pub finish: Option<Finish>,
+    pub cached_tokens: Option<u32>,
+    /// Logprobs of the tokens not yet handed out (all of them when not streaming).
+    pub pending_logprobs: Vec<TokenLogprob>,
+}
+
+/// One generated token's logprob, with the top alternatives, as text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprob {
+    pub token: String,
+    pub logprob: f32,
+    pub top: Vec<(String, f32)>,
+}
+
+/// A token as text on its own (vLLM decodes each id separately for logprobs).
+fn token_text(tokenizer: &Tokenizer, id: u32) -> String {
+    tokenizer.decode(&[id], false).unwrap_or_default()
+}
+
+/// What an engine event did to a choice.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Applied {
+    /// A stop string matched: the engine must be told to stop (the request is still running).
+    pub stop_string_hit: bool,
+    /// The choice is finished (by the engine or by a stop string).
+    pub finished: bool,
+    /// The engine failed the request (ERROR finish), with its description.
+    pub error: Option<String>,
+}
+
+impl ChoiceState {
+    pub fn new(index: u32, tokenizer: &Tokenizer, prompt: &[u32], opts: &OutputOptions) -> Self {
+        ChoiceState {
+            index,
+            decoder: IncrementalDecoder::new(tokenizer, prompt, opts.skip_special_tokens, opts.spaces_between_special_tokens),
+            text: String::new(),
+            token_ids: Vec::new(),
+            sent: 0,
+            finish: None,
+            cached_tokens: None,
+            pending_logprobs: Vec::new(),
+        }
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    pub fn apply(&mut self, tokenizer: &Tokenizer, opts: &OutputOptions, ev: TokenEvent) -> Applied {
+        debug_assert!(self.finish.is_none(), "event after finish");
+        if ev.cached_tokens.is_some() {
+            self.cached_tokens = ev.cached_tokens;
+        }
+        if ev.finish == Some(FinishReason::Error) {
+            return Applied { error: Some(ev.error.unwrap_or_else(|| "the engine failed the request".into())), finished: true, ..Default::default() };
+        }
+        if let Some(lp) = ev.logprobs {
+            self.push_logprobs(tokenizer, lp);
+        }
+        let stop_hit = self.push_tokens(tokenizer, opts, &ev.token_ids, ev.finish == Some(FinishReason::Stop));
+        if let Some(stop_index) = stop_hit {
+            self.finish = Some(Finish { reason: "stop", stop_reason: Some(StopReason::Text(opts.stop[stop_index].clone())) });
+            return Applied { stop_string_hit: ev.finish.is_none(), finished: true, error: None };
+        }
+        if let Some(reason) = ev.finish {
+            self.finish = Some(engine_finish(reason, ev.stop_reason, opts));
+            return Applied { finished: true, ..Default::default() };
+        }
+        Applied::default()
+    }
+
+    fn push_logprobs(&mut self, tokenizer: &Tokenizer, lp: Logprobs) {
+        for row in lp.rows {
+            self.pending_logprobs.push(TokenLogprob {
+                token: token_text(tokenizer, row.token_id),
+                logprob: row.logprob,
+                top: row.top.iter().map(|&(id, l)| (token_text(tokenizer, id), l)).collect(),
+            });
+        }
+    }
+
+    /// Detokenizes new tokens and checks stop strings. Returns the matched stop's index.
+    fn push_tokens(&mut self, tokenizer: &Tokenizer, opts: &OutputOptions, new: &[u32], stop_terminated: bool) -> Option<usize> {
+        if new.is_empty() {
+            return None;
+        }
+        // The token that made the engine stop (EOS or a stop token) is not text, unless asked.
+        let (detok, skipped) = if stop_terminated && !opts.include_stop_str_in_output {
+            (&new[..new.len() - 1], Some(new[new.len() - 1]))
+        } else {
+            (new, None)
+        };
+        let prev_tokens = self.token_ids.len();
+        let checking = !opts.stop.is_empty();
+        let mut offsets: Vec<usize> = Vec::with_capacity(if checking { new.len() + 1 } else { 0 });
+        if checking {
+            offsets.push(self.text.len());
+        }
+        for &id in detok {
+            self.token_ids.push(id);
+            let piece = self.decoder.step(tokenizer, id);
+            self.text.push_str(&piece);
+            if checking {
+                offsets.push(self.text.len());
+            }
+        }
+        if let Some(id) = skipped {
+            self.token_ids.push(id);
+            if checking {
+                offsets.push(self.text.len());
+            }
+        }
+        if !checking || self.token_ids.len() <= opts.min_tokens as usize {
+            return None;
+        }
+        let first_checked = (opts.min_tokens as usize).saturating_sub(prev_tokens).min(offsets.len() - 1);
+        let m = stops::check(&self.text, offsets[first_checked], &opts.stop, opts.include_stop_str_in_output)?;
+        // Keep the tokens up to the end of the stop string; later ones never happened.
+        let stop_end = m.end;
+        let kept = offsets[1..].iter().position(|&o| o >= stop_end).map_or(offsets.len(), |p| p + 1);
+        self.token_ids.truncate(prev_tokens + kept);
+        if let Some(cut) = m.truncate_to {
+            debug_assert!(cut >= self.sent, "stop string cut into text already sent");
+            self.text.truncate(cut);
+            self.sent = self.sent.min(cut);
+        }
+        Some(m.stop_index)
+    }
+
+    /// Text not yet handed out. While running, the end that could still become a stop string
+    /// is held back.
+    pub fn take_delta(&mut self, opts: &OutputOptions) -> &str {
+        let end = if self.finish.is_some() {
+            self.text.len()
+        } else {
+            let hold = stops::holdback_len(&self.text[self.sent..], &opts.stop);
+            self.text.len() - hold
+        };
+        let start = self.sent;
+        self.sent = end.max(start);
+        &self.text[start..self.sent]
+    }
+}
+
+fn engine_finish(reason: FinishReason, stop_reason: Option<StopReason>, opts: &OutputOptions) -> Finish {
+    match reason {
+        FinishReason::Stop => {
+            // A stop string we sent as a token id is reported as the string.
+            let stop_reason = match stop_reason {
+                Some(StopReason::TokenId(id)) => match opts.stop_string_tokens.iter().find(|&&(t, _)| t == id) {
+                    Some(&(_, i)) => Some(StopReason::Text(opts.stop[i].clone())),
+                    None => Some(StopReason::TokenId(id)),
+                },
+                other => other,
+            };
+            Finish { reason: "stop", stop_reason }
+        }
+        FinishReason::Length => Finish { reason: "length", stop_reason: None },
+        FinishReason::Abort => Finish { reason: "abort", stop_reason: None },
+        FinishReason::Repetition => Finish { reason: "repetition", stop_reason: stop_reason.or(Some(StopReason::Text("repetition_detected".into()))) },
+        FinishReason::Error => Finish { reason: "error", stop_reason: None },
+    }
+}

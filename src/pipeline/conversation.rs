@@ -1,0 +1,175 @@
+//! Chat messages → the conversation a chat template sees, as vLLM builds it
+//! (`vllm/renderers/chat_utils.py`): content strings (text parts joined with newlines, null as
+//! ""), assistant `tool_calls` with their JSON `arguments` parsed into objects, reasoning under
+//! both `reasoning` and `reasoning_content`, and `name` / `tool_call_id` kept.
+
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+
+pub fn normalize(messages: &Value) -> Result<Value, ApiError> {
+    let list = messages
+        .as_array()
+        .ok_or_else(|| ApiError::invalid_param("messages", "'messages' must be a list of message objects"))?;
+    if list.is_empty() {
+        return Err(ApiError::invalid_param("messages", "'messages' must contain at least one message"));
+    }
+    list.iter().enumerate().map(|(i, m)| normalize_message(i, m)).collect::<Result<Vec<_>, _>>().map(Value::Array)
+}
+
+fn normalize_message(i: usize, m: &Value) -> Result<Value, ApiError> {
+    let param = |field: &str| format!("messages.[{i}].{field}");
+    let obj = m.as_object().ok_or_else(|| ApiError::invalid_param(&format!("messages.[{i}]"), "each message must be an object"))?;
+    let role = match obj.get("role") {
+        Some(Value::String(r)) => r.as_str(),
+        Some(_) => return Err(ApiError::invalid_param(&param("role"), "'role' must be a string")),
+        None => return Err(ApiError::invalid_param(&param("role"), "each message needs a 'role'")),
+    };
+    let content = content_text(obj.get("content"), &param("content"))?;
+    let mut out = Map::new();
+    out.insert("role".into(), Value::String(role.to_string()));
+    out.insert("content".into(), Value::String(content));
+    match role {
+        "assistant" => {
+            if let Some(calls) = obj.get("tool_calls").filter(|v| !v.is_null()) {
+                out.insert("tool_calls".into(), normalize_tool_calls(calls, &param("tool_calls"))?);
+            }
+            let reasoning = obj.get("reasoning").filter(|v| !v.is_null()).or_else(|| obj.get("reasoning_content").filter(|v| !v.is_null()));
+            if let Some(r) = reasoning {
+                out.insert("reasoning".into(), r.clone());
+                out.insert("reasoning_content".into(), r.clone());
+            }
+        }
+        "tool" => {
+            if let Some(id) = obj.get("tool_call_id") {
+                out.insert("tool_call_id".into(), id.clone());
+            }
+        }
+        _ => {}
+    }
+    if let Some(Value::String(name)) = obj.get("name") {
+        out.insert("name".into(), Value::String(name.clone()));
+    }
+    if role == "developer" {
+        out.insert("tools".into(), obj.get("tools").cloned().unwrap_or(Value::Null));
+    }
+    if out.get("tool_calls").and_then(Value::as_array).is_some_and(Vec::is_empty) {
+        // An empty list would send templates down the tool-call path.
+        out.remove("tool_calls");
+    }
+    Ok(Value::Object(out))
+}
+
+/// String content, or text parts joined with newlines; media parts are refused.
+fn content_text(content: Option<&Value>, param: &str) -> Result<String, ApiError> {
+    match content {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => {
+            let mut texts: Vec<&str> = Vec::with_capacity(parts.len());
+            for part in parts {
+                let kind = part.get("type").and_then(Value::as_str).unwrap_or("text");
+                match kind {
+                    "text" | "input_text" | "output_text" => texts.push(
+                        part.get("text")
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| ApiError::invalid_param(param, "a text content part needs a string 'text'"))?,
+                    ),
+                    "refusal" => texts.push(part.get("refusal").and_then(Value::as_str).unwrap_or("")),
+                    other => {
+                        return Err(ApiError::invalid_param(
+                            param,
+                            format!("content parts of type '{other}' are not supported: this model takes text only"),
+                        ))
+                    }
+                }
+            }
+            Ok(texts.join("\n"))
+        }
+        Some(_) => Err(ApiError::invalid_param(param, "'content' must be a string, a list of content parts, or null")),
+    }
+}
+
+/// Assistant tool calls with `function.arguments` parsed (templates expect objects).
+fn normalize_tool_calls(calls: &Value, param: &str) -> Result<Value, ApiError> {
+    let list = calls.as_array().ok_or_else(|| ApiError::invalid_param(param, "'tool_calls' must be a list"))?;
+    let mut out = Vec::with_capacity(list.len());
+    for call in list {
+        let mut call = call
+            .as_object()
+            .cloned()
+            .ok_or_else(|| ApiError::invalid_param(param, "assistant tool_calls entries must be objects."))?;
+        let is_function = call.get("type").and_then(Value::as_str).unwrap_or("function") == "function";
+        let Some(Value::Object(function)) = call.get_mut("function").filter(|_| is_function) else {
+            return Err(ApiError::invalid_param(param, "chat completions only support assistant tool_calls of type 'function'."));
+        };
+        let parsed = match function.get("arguments") {
+            Some(Value::Object(o)) => Value::Object(o.clone()),
+            Some(Value::String(s)) if !s.is_empty() => match serde_json::from_str::<Value>(s) {
+                // Malformed or non-object arguments in history become {} (as vLLM does), so
+                // the conversation stays usable.
+                Ok(Value::Object(o)) => Value::Object(o),
+                _ => Value::Object(Map::new()),
+            },
+            _ => Value::Object(Map::new()),
+        };
+        function.insert("arguments".into(), parsed);
+        out.push(Value::Object(call));
+    }
+    Ok(Value::Array(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn normalizes_like_vllm() {
+        let input = json!([
+            {"role": "system", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+            {"role": "user", "content": "hi", "name": "bob", "extra": 1},
+            {"role": "assistant", "content": null, "reasoning_content": "think",
+             "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "42"}]},
+            {"role": "assistant", "content": "x", "tool_calls": []}
+        ]);
+        let out = normalize(&input).unwrap();
+        assert_eq!(
+            out,
+            json!([
+                {"role": "system", "content": "a\nb"},
+                {"role": "user", "content": "hi", "name": "bob"},
+                {"role": "assistant", "content": "",
+                 "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}],
+                 "reasoning": "think", "reasoning_content": "think"},
+                {"role": "tool", "content": "42", "tool_call_id": "call_1"},
+                {"role": "assistant", "content": "x"}
+            ])
+        );
+    }
+
+    #[test]
+    fn rejects_bad_messages_naming_the_field() {
+        let cases = [
+            (json!([]), "messages"),
+            (json!("hi"), "messages"),
+            (json!([{"content": "x"}]), "messages.[0].role"),
+            (json!([{"role": "user", "content": 5}]), "messages.[0].content"),
+            (json!([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]), "messages.[0].content"),
+            (json!([1]), "messages.[0]"),
+        ];
+        for (input, param) in cases {
+            let e = normalize(&input).unwrap_err();
+            assert_eq!(e.status, 400);
+            assert_eq!(e.param.as_deref(), Some(param), "{input}");
+        }
+    }
+
+    #[test]
+    fn malformed_arguments_become_empty_objects() {
+        let input = json!([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "not json"}}]}]);
+        let out = normalize(&input).unwrap();
+        assert_eq!(out[0]["tool_calls"][0]["function"]["arguments"], json!({}));
+    }
+}

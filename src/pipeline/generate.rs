@@ -1,0 +1,272 @@
+//! Running a generation: submit one engine request per (prompt, sample), merge their events,
+//! and write either an SSE stream or one JSON body. Every exit path leaves no request running
+//! on the engine (dropping a `Submission` aborts it) and every stream ends with `[DONE]`.
+
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::task::Poll;
+
+use super::choice::{ChoiceState, Finish, TokenLogprob};
+use super::params::RequestParams;
+use crate::engine::slot::SlotEvent;
+use crate::engine::zmq::connection::{EngineLink, Submission};
+use crate::engine::EngineRequest;
+use crate::error::ApiError;
+use crate::http::response::Responder;
+use crate::text::ModelAssets;
+use crate::util::ids::engine_request_id;
+
+/// One prompt to generate from.
+pub struct Prompt {
+    pub token_ids: Rc<[u32]>,
+    /// The prompt text, for completions `echo`.
+    pub text: Option<String>,
+}
+
+/// Token accounting for `usage`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_tokens: u64,
+}
+
+/// How an API renders the pipeline's events (chat and completions implement it).
+pub trait Format {
+    /// Payloads that open a choice's stream (chat's role chunk, an echoed prompt); may push
+    /// nothing.
+    fn stream_open(&self, out: &mut Vec<String>, choice: u32, prompt: &Prompt);
+    /// A text delta (with its tokens' logprobs when requested).
+    fn stream_delta(&self, out: &mut Vec<String>, choice: &ChoiceState, text: &str, logprobs: &[TokenLogprob], usage: Option<&Usage>);
+    /// The finishing chunk of a choice.
+    fn stream_finish(&self, out: &mut Vec<String>, choice: u32, finish: &Finish, usage: Option<&Usage>);
+    /// The final usage-only chunk.
+    fn stream_usage(&self, out: &mut Vec<String>, usage: &Usage);
+    /// The complete non-streamed response.
+    fn full(&self, choices: &[ChoiceState], prompts: &[Prompt], usage: &Usage) -> String;
+}
+
+/// Everything `run` needs.
+pub struct Generation {
+    pub shard: usize,
+    pub response_id: String,
+    pub model: std::sync::Arc<ModelAssets>,
+    pub link: Rc<EngineLink>,
+    pub prompts: Vec<Prompt>,
+    pub params: RequestParams,
+}
+
+pub async fn run(g: Generation, format: &dyn Format, r: &mut Responder<'_>) {
+    let mut states = Vec::new();
+    let mut subs: Vec<Option<Submission>> = Vec::new();
+    if let Err(e) = submit_all(&g, &mut states, &mut subs).await {
+        let _ = r.send_error(&e).await;
+        return;
+    }
+    let prompt_tokens: u64 = g.prompts.iter().map(|p| p.token_ids.len() as u64).sum();
+    if g.params.stream {
+        stream(&g, format, r, states, subs, prompt_tokens).await;
+    } else {
+        collect(&g, format, r, states, subs, prompt_tokens).await;
+    }
+}
+
+async fn submit_all(g: &Generation, states: &mut Vec<ChoiceState>, subs: &mut Vec<Option<Submission>>) -> Result<(), ApiError> {
+    let n = g.params.n;
+    let max_model_len = g.link.max_model_len();
+    let arrival_time = crate::util::time::unix_time_f64();
+    for (p, prompt) in g.prompts.iter().enumerate() {
+        let mut sampling = g.params.sampling.clone();
+        sampling.max_tokens =
+            super::params::resolve_max_tokens(g.params.max_tokens_requested, max_model_len, prompt.token_ids.len());
+        for i in 0..n {
+            let index = p as u32 * n + i;
+            let mut s = sampling.clone();
+            // n samples with an explicit seed: seed + i keeps them distinct and reproducible.
+            s.seed = sampling.seed.map(|seed| seed.wrapping_add(i as i64));
+            let req = EngineRequest {
+                request_id: engine_request_id(&g.response_id, index, g.shard),
+                prompt_token_ids: prompt.token_ids.clone(),
+                sampling: s,
+                arrival_time,
+                cache_salt: g.params.cache_salt.clone(),
+                priority: g.params.priority,
+            };
+            let sub = g.link.submit(&req).await.map_err(|f| f.to_api_error())?;
+            states.push(ChoiceState::new(index, &g.model.tokenizer, &prompt.token_ids, &g.params.output));
+            subs.push(Some(sub));
+        }
+    }
+    Ok(())
+}
+
+/// The next event from any live submission, rotating the starting point for fairness.
+async fn next_any(subs: &[Option<Submission>], start: &mut usize) -> (usize, SlotEvent) {
+    poll_fn(|cx| {
+        let n = subs.len();
+        for k in 0..n {
+            let i = (*start + k) % n;
+            if let Some(sub) = &subs[i] {
+                if let Poll::Ready(ev) = sub.slot().poll_next(cx) {
+                    *start = i + 1;
+                    return Poll::Ready((i, ev));
+                }
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// The next queued event without waiting.
+fn try_next_any(subs: &[Option<Submission>]) -> Option<(usize, SlotEvent)> {
+    subs.iter().enumerate().find_map(|(i, s)| s.as_ref().and_then(|s| s.slot().try_next()).map(|ev| (i, ev)))
+}
+
+/// What applying an event meant for the response as a whole.
+enum Step {
+    Continue,
+    Failed(ApiError),
+}
+
+/// Applies one event to its choice; drops the submission once the choice is finished (a stop
+/// string match aborts the still-running request on the engine).
+fn apply(g: &Generation, states: &mut [ChoiceState], subs: &mut [Option<Submission>], i: usize, ev: SlotEvent) -> Step {
+    match ev {
+        SlotEvent::Fault(f) => {
+            tracing::warn!("request {} failed: {f}", g.response_id);
+            Step::Failed(f.to_api_error())
+        }
+        SlotEvent::Tokens(ev) => {
+            let applied = states[i].apply(&g.model.tokenizer, &g.params.output, ev);
+            if let Some(e) = applied.error {
+                tracing::warn!("request {}: engine error: {e}", g.response_id);
+                return Step::Failed(ApiError::internal(format!("the engine failed the request: {e}")).with_code("engine_error"));
+            }
+            if applied.finished {
+                subs[i] = None;
+            }
+            Step::Continue
+        }
+    }
+}
+
+fn usage_of(states: &[ChoiceState], prompt_tokens: u64) -> Usage {
+    Usage {
+        prompt_tokens,
+        completion_tokens: states.iter().map(|s| s.token_ids.len() as u64).sum(),
+        cached_tokens: states.iter().filter_map(|s| s.cached_tokens).max().unwrap_or(0) as u64,
+    }
+}
+
+async fn collect(
+    g: &Generation,
+    format: &dyn Format,
+    r: &mut Responder<'_>,
+    mut states: Vec<ChoiceState>,
+    mut subs: Vec<Option<Submission>>,
+    prompt_tokens: u64,
+) {
+    let watch = r.watch();
+    let gone = crate::http::response::client_gone(watch);
+    let mut gone = std::pin::pin!(gone);
+    let mut start = 0;
+    while subs.iter().any(Option::is_some) {
+        let (i, ev) = monoio::select! {
+            next = next_any(&subs, &mut start) => next,
+            _ = &mut gone => {
+                tracing::info!("request {}: client disconnected; aborting", g.response_id);
+                return;
+            }
+        };
+        if let Step::Failed(e) = apply(g, &mut states, &mut subs, i, ev) {
+            drop(subs);
+            let _ = r.send_error(&e).await;
+            return;
+        }
+    }
+    let usage = usage_of(&states, prompt_tokens);
+    let body = format.full(&states, &g.prompts, &usage);
+    let _ = r.send_json(200, body.as_bytes()).await;
+}
+
+async fn stream(
+    g: &Generation,
+    format: &dyn Format,
+    r: &mut Responder<'_>,
+    mut states: Vec<ChoiceState>,
+    mut subs: Vec<Option<Submission>>,
+    prompt_tokens: u64,
+) {
+    let opts = &g.params.output;
+    let continuous = g.params.include_usage && g.params.continuous_usage_stats;
+    let mut payloads: Vec<String> = Vec::new();
+    let n = g.params.n.max(1);
+    for s in &states {
+        format.stream_open(&mut payloads, s.index, &g.prompts[(s.index / n) as usize]);
+    }
+    if r.start_sse().await.is_err() || emit(r, &mut payloads).await.is_err() {
+        return;
+    }
+    let watch = r.watch();
+    let gone = crate::http::response::client_gone(watch);
+    let mut gone = std::pin::pin!(gone);
+    let mut start = 0;
+    while subs.iter().any(Option::is_some) {
+        let first = monoio::select! {
+            next = next_any(&subs, &mut start) => next,
+            _ = &mut gone => {
+                tracing::info!("request {}: client disconnected mid-stream; aborting", g.response_id);
+                return;
+            }
+        };
+        // Everything already queued goes out in the same write.
+        let mut next = Some(first);
+        while let Some((i, ev)) = next {
+            if let Step::Failed(e) = apply(g, &mut states, &mut subs, i, ev) {
+                drop(std::mem::take(&mut subs));
+                fail_stream(r, &mut payloads, &e).await;
+                return;
+            }
+            let usage = continuous.then(|| usage_of(&states, prompt_tokens));
+            let state = &mut states[i];
+            let logprobs = std::mem::take(&mut state.pending_logprobs);
+            let finished = state.finish.clone();
+            let delta = state.take_delta(opts).to_string();
+            if !delta.is_empty() || !logprobs.is_empty() {
+                format.stream_delta(&mut payloads, &states[i], &delta, &logprobs, usage.as_ref());
+            }
+            if let Some(f) = finished {
+                format.stream_finish(&mut payloads, states[i].index, &f, usage.as_ref());
+            }
+            next = try_next_any(&subs);
+        }
+        if emit(r, &mut payloads).await.is_err() {
+            tracing::info!("request {}: client went away mid-stream; aborting", g.response_id);
+            return;
+        }
+    }
+    if g.params.include_usage {
+        format.stream_usage(&mut payloads, &usage_of(&states, prompt_tokens));
+    }
+    for p in payloads.drain(..) {
+        r.push_sse(p.as_bytes());
+    }
+    let _ = r.finish_sse().await;
+}
+
+async fn emit(r: &mut Responder<'_>, payloads: &mut Vec<String>) -> Result<(), crate::http::response::ClientGone> {
+    for p in payloads.drain(..) {
+        r.push_sse(p.as_bytes());
+    }
+    r.flush().await
+}
+
+/// A failure after the stream started: one error event, then `[DONE]`.
+async fn fail_stream(r: &mut Responder<'_>, payloads: &mut Vec<String>, e: &ApiError) {
+    for p in payloads.drain(..) {
+        r.push_sse(p.as_bytes());
+    }
+    r.push_sse(e.to_json().as_bytes());
+    let _ = r.finish_sse().await;
+}

@@ -1,0 +1,15 @@
+//! The serving pipeline, engine- and API-neutral: parameters → engine requests → per-choice
+//! output state → events for an API formatter.
+//!
+//! Stages (the parent, `generate::run`, owns the control flow): `params` validates and builds
+//! sampling parameters; `conversation` normalises chat messages for the template; `choice`
+//! turns engine tokens into text with stop handling; `generate` submits the `n` samples, merges
+//! their outputs, streams or collects, and aborts everything on the engine when the client
+//! leaves or a sample fails.
+
+pub mod choice;
+pub mod conversation;
+pub mod generate;
+pub mod params;
+
+pub use generate::{Format, Prompt, Usage};

@@ -1,0 +1,58 @@
+//! Cross-shard messages: a lock-free queue per shard plus a waker, so any thread can hand a
+//! shard work and wake its runtime. Control-plane traffic only (socket hand-over, detach);
+//! the token path never crosses a shard.
+
+use std::future::poll_fn;
+use std::task::Poll;
+
+use crossbeam::queue::SegQueue;
+
+use crate::engine::zmq::vllm::handshake::EngineRegistration;
+
+/// What one shard can ask of another.
+pub enum ShardMsg {
+    /// Take ownership of this shard's socket pair for `worker` (handshake done).
+    Attach {
+        worker: usize,
+        epoch: u64,
+        input: zmq::Socket,
+        output: zmq::Socket,
+        engines: std::sync::Arc<[EngineRegistration]>,
+        done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    },
+    /// Drop the socket pair of `worker` for `epoch`, failing its in-flight requests.
+    Detach { worker: usize, epoch: u64, reason: String, done: std::sync::Arc<std::sync::atomic::AtomicUsize> },
+}
+
+pub struct Mailbox {
+    queue: SegQueue<ShardMsg>,
+    waker: atomic_waker::AtomicWaker,
+}
+
+impl Default for Mailbox {
+    fn default() -> Self {
+        Mailbox { queue: SegQueue::new(), waker: atomic_waker::AtomicWaker::new() }
+    }
+}
+
+impl Mailbox {
+    pub fn post(&self, msg: ShardMsg) {
+        self.queue.push(msg);
+        self.waker.wake();
+    }
+
+    /// Waits for the next message (only the owning shard calls this).
+    pub async fn next(&self) -> ShardMsg {
+        poll_fn(|cx| {
+            if let Some(m) = self.queue.pop() {
+                return Poll::Ready(m);
+            }
+            self.waker.register(cx.waker());
+            match self.queue.pop() {
+                Some(m) => Poll::Ready(m),
+                None => Poll::Pending,
+            }
+        })
+        .await
+    }
+}

@@ -1,0 +1,6 @@
+//! Small shared helpers with no knowledge of the gateway: JSON string escaping, ids, clocks.
+
+pub mod ids;
+pub mod json;
+pub mod signal;
+pub mod time;

@@ -1,0 +1,383 @@
+//! The simulated engine: handshake as a headless vLLM engine, then the scheduler loop.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use shardgate::engine::zmq::vllm::handshake::{decode_init, encode_registration, encode_status, EngineRegistration};
+use shardgate::engine::zmq::vllm::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD, REQUEST_UTILITY};
+use shardgate::text::tokenizer::Tokenizer;
+
+use crate::script::{self, ScriptLine};
+use crate::wire::{self, AddRequest, Load, StepOutput};
+use crate::Args;
+
+/// vLLM's finish codes.
+const FINISH_STOP: u8 = 0;
+const FINISH_LENGTH: u8 = 1;
+const FINISH_ERROR: u8 = 3;
+/// Prefix-cache block size (tokens) for the simulated cache hits.
+const BLOCK_TOKENS: usize = 16;
+/// KV capacity in tokens (for the reported usage).
+const KV_CAPACITY_TOKENS: f64 = 262_144.0;
+
+struct Running {
+    req: AddRequest,
+    plan: Vec<u32>,
+    emitted: usize,
+    first_token_at: Instant,
+    cached_tokens: u32,
+    sent_first: bool,
+}
+
+struct Sockets {
+    inputs: Vec<zmq::Socket>,
+    outputs: Vec<zmq::Socket>,
+}
+
+pub fn run(args: Args) -> Result<(), String> {
+    let handshake_addr = handshake_address(&args)?;
+    let tokenizer = match &args.model_path {
+        Some(dir) => Some(Tokenizer::from_file(&dir.join("tokenizer.json"))?),
+        None => None,
+    };
+    let script = match &args.script {
+        Some(p) => script::load(p)?,
+        None => Vec::new(),
+    };
+    if !script.is_empty() && tokenizer.is_none() {
+        return Err("--script needs --model-path (the tokenizer turns script text into tokens)".into());
+    }
+    let ctx = zmq::Context::new();
+    let sockets = handshake(&ctx, &handshake_addr, &args)?;
+    tracing::info!("registered with the gateway at {handshake_addr}; serving");
+    let mut sim = Sim::new(args, tokenizer, script, sockets);
+    sim.serve()
+}
+
+fn handshake_address(args: &Args) -> Result<String, String> {
+    if let Some(h) = &args.handshake {
+        return Ok(h.clone());
+    }
+    let url = args.worker_url.as_deref().ok_or("pass --handshake tcp://HOST:PORT or --worker-url ipc://PATH")?;
+    let path = url.strip_prefix("ipc://").ok_or("--worker-url must be ipc://PATH")?;
+    Ok(format!("tcp://127.0.0.1:{}", shardgate::engine::zmq::sockdir::derived_handshake_port(path)))
+}
+
+/// HELLO → INIT → connect and register on every input → READY, as `vllm serve --headless`.
+fn handshake(ctx: &zmq::Context, addr: &str, args: &Args) -> Result<Sockets, String> {
+    let identity = 0u16.to_le_bytes();
+    let hs = ctx.socket(zmq::DEALER).map_err(|e| e.to_string())?;
+    hs.set_identity(&identity).map_err(|e| e.to_string())?;
+    hs.set_linger(5000).map_err(|e| e.to_string())?;
+    hs.connect(addr).map_err(|e| format!("cannot dial {addr}: {e}"))?;
+    let mut hello = Vec::new();
+    encode_status("HELLO", false, true, &mut hello);
+    hs.send(&hello, 0).map_err(|e| e.to_string())?;
+    // A real engine waits 5 minutes for INIT, then dies.
+    hs.set_rcvtimeo(300_000).map_err(|e| e.to_string())?;
+    let init = hs.recv_bytes(0).map_err(|e| format!("no INIT from {addr}: {e}"))?;
+    let addrs = decode_init(&init).map_err(|e| format!("undecodable INIT: {e}"))?;
+    let mut sockets = Sockets { inputs: Vec::new(), outputs: Vec::new() };
+    let reg = EngineRegistration {
+        max_model_len: args.max_model_len,
+        num_gpu_blocks: 16384,
+        block_size: 16,
+        data_parallel_rank: 0,
+        data_parallel_size: 1,
+        max_num_seqs: args.max_num_seqs as u32,
+        vllm_version: "sim".into(),
+        dtype: "bfloat16".into(),
+    };
+    let mut reg_bytes = Vec::new();
+    encode_registration(&reg, &mut reg_bytes);
+    for a in &addrs.inputs {
+        let s = ctx.socket(zmq::DEALER).map_err(|e| e.to_string())?;
+        s.set_identity(&identity).map_err(|e| e.to_string())?;
+        s.set_rcvhwm(0).map_err(|e| e.to_string())?;
+        s.set_sndhwm(0).map_err(|e| e.to_string())?;
+        s.set_linger(0).map_err(|e| e.to_string())?;
+        s.connect(a).map_err(|e| format!("cannot connect input {a}: {e}"))?;
+        s.send(&reg_bytes, 0).map_err(|e| e.to_string())?;
+        sockets.inputs.push(s);
+    }
+    for a in &addrs.outputs {
+        let s = ctx.socket(zmq::PUSH).map_err(|e| e.to_string())?;
+        s.set_sndhwm(0).map_err(|e| e.to_string())?;
+        s.set_linger(4000).map_err(|e| e.to_string())?;
+        s.connect(a).map_err(|e| format!("cannot connect output {a}: {e}"))?;
+        sockets.outputs.push(s);
+    }
+    let mut ready = Vec::new();
+    encode_status("READY", false, true, &mut ready);
+    hs.send(&ready, 0).map_err(|e| e.to_string())?;
+    Ok(sockets)
+}
+
+struct Sim {
+    args: Args,
+    tokenizer: Option<Tokenizer>,
+    script: Vec<ScriptLine>,
+    sockets: Sockets,
+    waiting: VecDeque<AddRequest>,
+    running: Vec<Running>,
+    live_ids: HashSet<String>,
+    cached_blocks: HashSet<u64>,
+    started: Instant,
+    step: u64,
+    deaf: bool,
+    out_buf: Vec<u8>,
+}
+
+impl Sim {
+    fn new(args: Args, tokenizer: Option<Tokenizer>, script: Vec<ScriptLine>, sockets: Sockets) -> Self {
+        Sim {
+            args,
+            tokenizer,
+            script,
+            sockets,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            live_ids: HashSet::new(),
+            cached_blocks: HashSet::new(),
+            started: Instant::now(),
+            step: 0,
+            deaf: false,
+            out_buf: Vec::with_capacity(1 << 16),
+        }
+    }
+
+    fn now_s(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    fn serve(&mut self) -> Result<(), String> {
+        let itl = Duration::from_millis(self.args.itl_ms);
+        let mut next_step = Instant::now() + itl;
+        loop {
+            let busy = !self.running.is_empty() || !self.waiting.is_empty();
+            let timeout = if busy { next_step.saturating_duration_since(Instant::now()) } else { Duration::from_millis(100) };
+            self.poll_inputs(timeout)?;
+            if Instant::now() >= next_step || !busy {
+                if busy {
+                    self.run_step()?;
+                }
+                next_step = Instant::now() + itl;
+            }
+        }
+    }
+
+    /// Reads every input socket until `timeout` passes with nothing to read.
+    fn poll_inputs(&mut self, timeout: Duration) -> Result<(), String> {
+        if self.deaf {
+            std::thread::sleep(timeout);
+            return Ok(());
+        }
+        let ms = timeout.as_millis().min(i64::MAX as u128) as i64;
+        let mut items: Vec<zmq::PollItem> = self.sockets.inputs.iter().map(|s| s.as_poll_item(zmq::POLLIN)).collect();
+        zmq::poll(&mut items, ms).map_err(|e| e.to_string())?;
+        let ready: Vec<usize> = items.iter().enumerate().filter(|(_, i)| i.is_readable()).map(|(k, _)| k).collect();
+        drop(items);
+        for k in ready {
+            while let Ok(frames) = self.sockets.inputs[k].recv_multipart(zmq::DONTWAIT) {
+                self.on_input(frames)?;
+                if self.deaf {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn on_input(&mut self, frames: Vec<Vec<u8>>) -> Result<(), String> {
+        let (Some(kind), Some(payload)) = (frames.first().and_then(|f| f.first()), frames.get(1)) else {
+            return self.go_deaf("a request without a type byte and payload");
+        };
+        match *kind {
+            REQUEST_ADD => match wire::decode_add(payload) {
+                Ok(req) => self.add(req),
+                Err(e) => self.go_deaf(&format!("undecodable ADD: {e}")),
+            },
+            REQUEST_ABORT => {
+                let ids = wire::decode_abort(payload).map_err(|e| format!("undecodable ABORT: {e}"))?;
+                for id in ids {
+                    self.abort(&id);
+                }
+                Ok(())
+            }
+            REQUEST_UTILITY => {
+                let (client, call_id, method) = wire::decode_utility(payload)?;
+                tracing::debug!("utility call {method}");
+                self.out_buf.clear();
+                wire::encode_utility_reply(call_id, false, self.now_s(), &mut self.out_buf);
+                self.send_to(client, false)
+            }
+            other => {
+                // vLLM logs and ignores unknown types (START_DP_WAVE on a dense engine).
+                tracing::warn!("Unrecognized input request type encountered: {other}");
+                Ok(())
+            }
+        }
+    }
+
+    /// A real engine's input thread dies on an invalid request: the engine stays up, deaf.
+    fn go_deaf(&mut self, why: &str) -> Result<(), String> {
+        tracing::error!("input thread died ({why}); the engine no longer reads requests");
+        self.deaf = true;
+        Ok(())
+    }
+
+    fn add(&mut self, req: AddRequest) -> Result<(), String> {
+        if !self.live_ids.insert(req.request_id.clone()) {
+            // vLLM asserts on a duplicate live id: ENGINE_CORE_DEAD, then exit.
+            tracing::error!("duplicate request id {}: engine core dies", req.request_id);
+            for out in &self.sockets.outputs {
+                let _ = out.send(ENGINE_CORE_DEAD, 0);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            std::process::exit(1);
+        }
+        if req.client_index >= self.sockets.outputs.len() {
+            return Err(format!("client_index {} out of range: the output thread crashes", req.client_index));
+        }
+        if req.max_tokens.is_none() {
+            // vLLM answers a request without max_tokens with a request-scoped ERROR.
+            self.live_ids.remove(&req.request_id);
+            let out = StepOutput { request_id: &req.request_id, tokens: &[], finish: Some((FINISH_ERROR, None)), cached_tokens: None, logprobs: None };
+            self.out_buf.clear();
+            wire::encode_batch(0, &[out], &self.load(), self.now_s(), &mut self.out_buf);
+            return self.send_to(req.client_index, false);
+        }
+        self.waiting.push_back(req);
+        Ok(())
+    }
+
+    fn abort(&mut self, id: &str) {
+        // A client-initiated abort produces no output.
+        self.live_ids.remove(id);
+        self.waiting.retain(|r| r.request_id != id);
+        self.running.retain(|r| r.req.request_id != id);
+    }
+
+    fn load(&self) -> Load {
+        let tokens: usize = self.running.iter().map(|r| r.req.prompt.len() + r.emitted).sum();
+        Load {
+            running: self.running.len(),
+            waiting: self.waiting.len(),
+            kv_cache_usage: (tokens as f64 / KV_CAPACITY_TOKENS).min(1.0),
+            step: self.step,
+        }
+    }
+
+    /// Prefix-cache hits: whole blocks of the prompt seen before.
+    fn cached_tokens(&mut self, prompt: &[u32]) -> u32 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut hits = 0;
+        let mut all_hit = true;
+        for (i, block) in prompt.chunks(BLOCK_TOKENS).enumerate() {
+            if block.len() < BLOCK_TOKENS {
+                break;
+            }
+            for &t in block {
+                h = (h ^ t as u64).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+            let key = h ^ i as u64;
+            if all_hit && self.cached_blocks.contains(&key) {
+                hits += BLOCK_TOKENS;
+            } else {
+                all_hit = false;
+                self.cached_blocks.insert(key);
+            }
+        }
+        hits.min(prompt.len().saturating_sub(1)) as u32
+    }
+
+    fn admit(&mut self) {
+        let ttft = Duration::from_millis(self.args.ttft_ms);
+        while self.running.len() < self.args.max_num_seqs {
+            let Some(req) = self.waiting.pop_front() else { break };
+            let plan = script::plan(self.tokenizer.as_ref(), &self.script, &req.prompt, self.args.seed, req.seed, self.args.output_len);
+            let cached_tokens = self.cached_tokens(&req.prompt);
+            self.running.push(Running { req, plan, emitted: 0, first_token_at: Instant::now() + ttft, cached_tokens, sent_first: false });
+        }
+    }
+
+    /// One scheduler step: one token for every running request whose first token is due.
+    fn run_step(&mut self) -> Result<(), String> {
+        self.admit();
+        self.step += 1;
+        let now = Instant::now();
+        let mut per_client: HashMap<usize, Vec<(usize, Vec<u32>, Option<(u8, Option<u32>)>)>> = HashMap::new();
+        let mut finished: Vec<usize> = Vec::new();
+        for (i, r) in self.running.iter_mut().enumerate() {
+            if now < r.first_token_at {
+                continue;
+            }
+            let (token, finish) = next_token(r);
+            r.emitted += 1;
+            if finish.is_some() {
+                finished.push(i);
+            }
+            per_client.entry(r.req.client_index).or_default().push((i, vec![token], finish));
+        }
+        let load = self.load();
+        for (client, items) in per_client {
+            let outputs: Vec<StepOutput<'_>> = items
+                .iter()
+                .map(|(i, tokens, finish)| {
+                    let r = &self.running[*i];
+                    StepOutput {
+                        request_id: &r.req.request_id,
+                        tokens,
+                        finish: *finish,
+                        cached_tokens: (!r.sent_first).then_some(r.cached_tokens),
+                        logprobs: r.req.logprobs.map(|k| k.clamp(0, 20) as usize),
+                    }
+                })
+                .collect();
+            let mut buf = std::mem::take(&mut self.out_buf);
+            buf.clear();
+            wire::encode_batch(0, &outputs, &load, self.started.elapsed().as_secs_f64(), &mut buf);
+            self.out_buf = buf;
+            for (i, _, _) in &items {
+                self.running[*i].sent_first = true;
+            }
+            self.send_to(client, false)?;
+        }
+        for i in finished.into_iter().rev() {
+            let r = self.running.remove(i);
+            self.live_ids.remove(&r.req.request_id);
+        }
+        Ok(())
+    }
+
+    fn send_to(&self, client: usize, more: bool) -> Result<(), String> {
+        let sock = self.sockets.outputs.get(client).ok_or_else(|| format!("no output socket for client {client}"))?;
+        sock.send(&self.out_buf, if more { zmq::SNDMORE } else { 0 }).map_err(|e| format!("output send failed: {e}"))
+    }
+}
+
+/// The next token of a running request and whether it finishes it, honouring the plan, EOS,
+/// stop token ids, `min_tokens` (stop tokens masked until reached) and `max_tokens`.
+fn next_token(r: &Running) -> (u32, Option<(u8, Option<u32>)>) {
+    let n = r.emitted; // tokens already emitted
+    let max_tokens = r.req.max_tokens.unwrap_or(16) as usize;
+    let masked = n < r.req.min_tokens as usize;
+    let planned = r.plan.get(n).copied();
+    let token = match (planned, r.req.eos_token_id) {
+        (Some(t), _) => t,
+        // Past the plan: EOS, unless EOS is ignored or masked; then keep talking.
+        (None, Some(eos)) if !r.req.ignore_eos && !masked => eos,
+        (None, _) => r.plan.get(n % r.plan.len().max(1)).copied().unwrap_or(220),
+    };
+    let is_eos = Some(token) == r.req.eos_token_id && !r.req.ignore_eos;
+    let finish = if !masked && is_eos {
+        Some((FINISH_STOP, None))
+    } else if !masked && r.req.stop_token_ids.contains(&token) {
+        Some((FINISH_STOP, Some(token)))
+    } else if n + 1 >= max_tokens {
+        Some((FINISH_LENGTH, None))
+    } else {
+        None
+    };
+    (token, finish)
+}

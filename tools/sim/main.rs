@@ -1,0 +1,69 @@
+//! `shardgate-sim`: a headless engine that speaks the vLLM EngineCore wire.
+//!
+//! It dials the handshake address exactly as `vllm serve --headless` does (HELLO, INIT,
+//! registration on every input socket, READY), then runs a scheduler step loop: every
+//! `--itl-ms` one output batch per client carries one new token for every running request,
+//! at most `--max-num-seqs` requests run (the rest wait, and the scheduler stats on every batch
+//! say so), and a new request gets its first token `--ttft-ms` after admission. Output is
+//! deterministic: scripted text (`--script`) or seeded words.
+
+mod engine;
+mod script;
+mod wire;
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser, Debug, Clone)]
+#[command(name = "shardgate-sim", version, about = "Headless engine simulator (vLLM EngineCore wire)")]
+pub struct Args {
+    /// Handshake address to dial, `tcp://HOST:PORT`.
+    #[arg(long)]
+    pub handshake: Option<String>,
+    /// Derive the handshake address from a gateway worker URL `ipc://PATH`, as the gateway does.
+    #[arg(long = "worker-url")]
+    pub worker_url: Option<String>,
+    /// Model directory: loads `tokenizer.json` for `--script` and readable seeded output.
+    #[arg(long = "model-path")]
+    pub model_path: Option<PathBuf>,
+    /// JSON Lines, each `{"prompt_contains": "...", "text": "..."}`; the first line whose
+    /// `prompt_contains` occurs in the decoded prompt (or that has none) answers the request.
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+    /// Time between engine steps (each step emits one token per running request).
+    #[arg(long = "itl-ms", default_value_t = 20)]
+    pub itl_ms: u64,
+    /// Time from admission to a request's first token.
+    #[arg(long = "ttft-ms", default_value_t = 50)]
+    pub ttft_ms: u64,
+    /// Requests running at once; the rest wait.
+    #[arg(long = "max-num-seqs", default_value_t = 256)]
+    pub max_num_seqs: usize,
+    /// Tokens generated before EOS when not scripted (unless `ignore_eos` or `max_tokens` ends
+    /// the request first).
+    #[arg(long = "output-len", default_value_t = 64)]
+    pub output_len: usize,
+    /// Context length reported at registration.
+    #[arg(long = "max-model-len", default_value_t = 8192)]
+    pub max_model_len: u32,
+    /// Seed of the deterministic output.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Log level (error, warn, info, debug).
+    #[arg(long = "log-level", default_value = "info")]
+    pub log_level: String,
+}
+
+fn main() {
+    let args = Args::parse();
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| format!("warn,shardgate_sim={0},shardgate={0}", args.log_level));
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_target(false).init();
+    if let Err(e) = engine::run(args) {
+        eprintln!("shardgate-sim: {e}");
+        std::process::exit(1);
+    }
+}
