@@ -11,6 +11,7 @@ fn init_logging(level: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_target(false)
+        .with_writer(std::io::stderr)
         .init();
 }
 

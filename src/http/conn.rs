@@ -74,10 +74,12 @@ async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>, deadline: Instant)
         buf.reserve(limits::http_read_buffer_bytes);
     }
     let remaining = deadline.saturating_duration_since(Instant::now());
-    let owned = std::mem::take(buf);
-    match monoio::time::timeout(remaining, stream.read(owned)).await {
-        Ok((Ok(n), owned)) => {
-            *buf = owned;
+    // monoio reads into the start of a Vec; a slice from `len` appends instead.
+    let len = buf.len();
+    let spare = monoio::buf::IoBufMut::slice_mut(std::mem::take(buf), len..);
+    match monoio::time::timeout(remaining, stream.read(spare)).await {
+        Ok((Ok(n), spare)) => {
+            *buf = spare.into_inner();
             Ok(n > 0)
         }
         Ok((Err(_), _)) => Err(ReadStop::Close),

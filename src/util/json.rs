@@ -73,46 +73,57 @@ pub fn py_float(v: f64) -> String {
     }
 }
 
-/// Python's `repr(float)`: shortest round-trip digits; scientific notation when the exponent is
-/// below -4 or at least 16, as `float_repr_style = 'short'` does.
+/// Python's `repr(float)`: the shortest digits that round-trip (ryu's), written positionally
+/// when the decimal exponent is in [-4, 16) and as `d.ddde±XX` otherwise.
 fn push_python_float(out: &mut String, v: f64) {
     let mut buf = ryu::Buffer::new();
     let s = buf.format_finite(v);
-    // ryu gives e.g. "1e16", "1.5e-5", "0.001", "123.0"; Python wants "1e+16", "1.5e-05".
-    match s.find('e') {
-        None => out.push_str(s),
-        Some(pos) => {
-            let (mantissa, exp) = s.split_at(pos);
-            let exp: i32 = exp[1..].parse().unwrap_or(0);
-            if (-4..16).contains(&exp) {
-                push_positional(out, mantissa, exp);
-            } else {
-                let mantissa = mantissa.strip_suffix(".0").unwrap_or(mantissa);
-                out.push_str(mantissa);
-                out.push('e');
-                out.push(if exp < 0 { '-' } else { '+' });
-                let abs = exp.unsigned_abs();
-                if abs < 10 {
-                    out.push('0');
-                }
-                push_int(out, abs);
-            }
-        }
-    }
-}
-
-/// Rewrites ryu's `d.ddd` mantissa with exponent `exp` in positional form.
-fn push_positional(out: &mut String, mantissa: &str, exp: i32) {
-    let (negative, mantissa) = match mantissa.strip_prefix('-') {
-        Some(m) => (true, m),
-        None => (false, mantissa),
+    let (negative, s) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s),
     };
-    let digits: String = mantissa.chars().filter(|c| c.is_ascii_digit()).collect();
-    let digits = digits.trim_end_matches('0');
-    let digits = if digits.is_empty() { "0" } else { digits };
+    let (digits, exp) = shortest_digits(s);
     if negative {
         out.push('-');
     }
+    if (-4..16).contains(&exp) {
+        push_positional(out, &digits, exp);
+    } else {
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        out.push(if exp < 0 { '-' } else { '+' });
+        let abs = exp.unsigned_abs();
+        if abs < 10 {
+            out.push('0');
+        }
+        push_int(out, abs);
+    }
+}
+
+/// Significant digits (no leading or trailing zeros; "0" for zero) and the decimal exponent of
+/// the first digit, from ryu's output in either of its notations.
+fn shortest_digits(s: &str) -> (String, i32) {
+    let (mantissa, exp_part) = match s.split_once('e') {
+        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
+        None => (s, 0),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all: String = int_part.chars().chain(frac_part.chars()).collect();
+    let leading = all.len() - all.trim_start_matches('0').len();
+    let digits = all.trim_start_matches('0').trim_end_matches('0');
+    if digits.is_empty() {
+        return ("0".to_string(), 0);
+    }
+    let exp = int_part.len() as i32 - 1 - leading as i32 + exp_part;
+    (digits.to_string(), exp)
+}
+
+/// `digits` with the first digit at decimal exponent `exp`, positionally, always with a point.
+fn push_positional(out: &mut String, digits: &str, exp: i32) {
     let point = 1 + exp; // digits before the decimal point
     if point <= 0 {
         out.push_str("0.");

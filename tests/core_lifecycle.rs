@@ -1,0 +1,152 @@
+//! Engine and client lifecycles end to end: client disconnect aborts on the engine, engine
+//! death fails in-flight requests cleanly and flips readiness, and a restarted engine
+//! reconnects without restarting the gateway.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::time::{Duration, Instant};
+
+use common::{Gateway, Options};
+use serde_json::json;
+
+fn long_stream_body() -> String {
+    json!({"model": "test-model", "messages": [{"role": "user", "content": "go"}], "stream": true,
+           "max_tokens": 5000, "ignore_eos": true})
+    .to_string()
+}
+
+fn slow_engine(extra: &[&str]) -> Options {
+    let mut sim_args: Vec<String> = vec!["--itl-ms".into(), "20".into(), "--output-len".into(), "5000".into()];
+    sim_args.extend(extra.iter().map(|s| s.to_string()));
+    Options { sim_args, ..Default::default() }
+}
+
+/// Reads SSE data events until `[DONE]` (the connection stays open for keep-alive).
+fn read_until_done(reader: &mut BufReader<std::net::TcpStream>) -> Vec<String> {
+    let mut events = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return events;
+        }
+        if let Some(data) = line.trim_end().strip_prefix("data: ") {
+            events.push(data.to_string());
+            if data == "[DONE]" {
+                return events;
+            }
+        }
+    }
+}
+
+/// Reads SSE events from a raw socket until `n` data events arrived.
+fn read_events(reader: &mut BufReader<std::net::TcpStream>, n: usize) -> Vec<String> {
+    let mut events = Vec::new();
+    let mut line = String::new();
+    while events.len() < n {
+        line.clear();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        if let Some(data) = line.trim_end().strip_prefix("data: ") {
+            events.push(data.to_string());
+        }
+    }
+    events
+}
+
+#[test]
+fn client_disconnect_aborts_the_request_on_the_engine() {
+    let g = Gateway::start_with(slow_engine(&[]));
+    for stream in [true, false] {
+        let before = g.adds().len();
+        let mut s = g.connect();
+        let body = json!({"model": "test-model", "messages": [{"role": "user", "content": "go"}], "stream": stream,
+                          "max_tokens": 5000, "ignore_eos": true})
+        .to_string();
+        s.write_all(&common::raw_request("POST", "/v1/chat/completions", Some(&body), &[], false)).unwrap();
+        if stream {
+            let mut reader = BufReader::new(s.try_clone().unwrap());
+            assert_eq!(read_events(&mut reader, 3).len(), 3);
+        } else {
+            common::eventually(|| g.adds().len() > before, "the ADD");
+        }
+        drop(s);
+        let id = g.adds()[before]["id"].as_str().unwrap().to_string();
+        common::eventually(|| g.aborted_ids().contains(&id), "the ABORT after the client left");
+    }
+    // The gateway still serves.
+    let r = g.post_json("/v1/completions", &json!({"model": "test-model", "prompt": "x", "max_tokens": 2}));
+    assert_eq!(r.status, 200);
+}
+
+#[test]
+fn engine_core_dead_ends_streams_with_an_error_then_done() {
+    // The second request kills the engine with ENGINE_CORE_DEAD.
+    let mut g = Gateway::start_with(slow_engine(&["--fault", "die@2"]));
+    let mut first = g.connect();
+    first.write_all(&common::raw_request("POST", "/v1/chat/completions", Some(&long_stream_body()), &[], false)).unwrap();
+    let mut reader = BufReader::new(first.try_clone().unwrap());
+    assert_eq!(read_events(&mut reader, 2).len(), 2);
+    // Trigger the death with a second request, non-streamed: it gets a 5xx envelope.
+    let r = g.post(
+        "/v1/chat/completions",
+        &json!({"model": "test-model", "messages": [{"role": "user", "content": "x"}], "max_tokens": 5}).to_string(),
+    );
+    assert!(r.status >= 500, "{} {}", r.status, r.text());
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("engine"), "{}", r.text());
+    // The stream in flight ends with an error event, then [DONE].
+    let data = read_until_done(&mut reader);
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{data:?}");
+    let err: serde_json::Value = serde_json::from_str(&data[data.len() - 2]).unwrap();
+    assert!(err["error"]["message"].as_str().unwrap().contains("ENGINE_CORE_DEAD"), "{err}");
+    assert!(g.wait_sim_exit(Duration::from_secs(5)));
+    let r = g.wait_status("/readiness", 503, Duration::from_secs(5));
+    assert_eq!(r.json()["error"]["message"], "insufficient healthy workers");
+    // A restarted engine reconnects on a later probe; no gateway restart.
+    g.start_sim();
+    g.wait_ready(Duration::from_secs(15));
+    let r = g.post_json("/v1/completions", &json!({"model": "test-model", "prompt": "x", "max_tokens": 2}));
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+#[test]
+fn silent_engine_death_is_detected_and_in_flight_requests_fail() {
+    let mut g = Gateway::start_with(slow_engine(&[]));
+    let mut s = g.connect();
+    s.write_all(&common::raw_request("POST", "/v1/chat/completions", Some(&long_stream_body()), &[], false)).unwrap();
+    let mut reader = BufReader::new(s.try_clone().unwrap());
+    assert_eq!(read_events(&mut reader, 2).len(), 2);
+    let killed = Instant::now();
+    g.kill_sim();
+    let data = read_until_done(&mut reader);
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{data:?}");
+    assert!(data[data.len() - 2].contains("\"error\""), "{data:?}");
+    assert!(killed.elapsed() < Duration::from_secs(5), "death noticed after {:?}", killed.elapsed());
+    g.wait_status("/readiness", 503, Duration::from_secs(5));
+    let r = g.post_json("/v1/completions", &json!({"model": "test-model", "prompt": "x", "max_tokens": 2}));
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.header("retry-after"), Some("1"));
+}
+
+#[test]
+fn readiness_waits_for_the_engine_handshake() {
+    let mut g = Gateway::start_with(Options { wait_ready: false, ..Default::default() });
+    g.kill_sim();
+    let r = loop {
+        match g.try_request("GET", "/readiness", None, &[]) {
+            Ok(r) => break r,
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    // Either no handshake yet, or the sim we killed registered first: both must turn to 503.
+    if r.status == 200 {
+        g.wait_status("/readiness", 503, Duration::from_secs(5));
+    } else {
+        assert_eq!(r.status, 503);
+        assert_eq!(r.json()["error"]["message"], "insufficient healthy workers");
+    }
+    g.start_sim();
+    g.wait_ready(Duration::from_secs(15));
+}
