@@ -178,8 +178,18 @@ fn decode_utility(r: &mut Reader<'_>) -> DecodeResult<UtilityReply> {
         return Err(DecodeError("empty UtilityOutput".into()));
     }
     let call_id = match r.peek_kind()? {
-        // -1 / -2 are engine-initiated notifications, not replies.
-        Kind::Int => r.i64().map(|v| v as u64).or_else(|_| r.u64())?,
+        // Replies carry u64 ids; -1 / -2 are engine-initiated notifications (kept as their
+        // two's complement, which no id of ours uses).
+        Kind::Int => {
+            let mut probe = r.clone();
+            match probe.u64() {
+                Ok(v) => {
+                    *r = probe;
+                    v
+                }
+                Err(_) => r.i64()? as u64,
+            }
+        }
         k => return Err(DecodeError(format!("utility call_id of kind {k:?}"))),
     };
     let mut reply = UtilityReply { call_id, failure: None };
