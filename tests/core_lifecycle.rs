@@ -86,7 +86,9 @@ fn engine_core_dead_ends_streams_with_an_error_then_done() {
     // The second request kills the engine with ENGINE_CORE_DEAD.
     let mut g = Gateway::start_with(slow_engine(&["--fault", "die@2"]));
     let mut first = g.connect();
-    first.write_all(&common::raw_request("POST", "/v1/chat/completions", Some(&long_stream_body()), &[], false)).unwrap();
+    first
+        .write_all(&common::raw_request("POST", "/v1/chat/completions", Some(&long_stream_body()), &[], false))
+        .unwrap();
     let mut reader = BufReader::new(first.try_clone().unwrap());
     assert_eq!(read_events(&mut reader, 2).len(), 2);
     // Trigger the death with a second request, non-streamed: it gets a 5xx envelope.

@@ -87,7 +87,10 @@ impl<'a> Fields<'a> {
                 }
                 match n.as_f64() {
                     Some(f) if f.fract() == 0.0 && f.abs() < 9.2e18 => Ok(Some(f as i64)),
-                    _ => Err(ApiError::invalid_param(name, format!("'{name}' must be an integer in the int64 range, got {n}"))),
+                    _ => Err(ApiError::invalid_param(
+                        name,
+                        format!("'{name}' must be an integer in the int64 range, got {n}"),
+                    )),
                 }
             }
             Some(v) => Err(type_error(name, "an integer", v)),
@@ -123,7 +126,9 @@ impl<'a> Fields<'a> {
         let Some(items) = self.array(name)? else { return Ok(None) };
         items
             .iter()
-            .map(|v| v.as_i64().ok_or_else(|| ApiError::invalid_param(name, format!("'{name}' must contain only integers"))))
+            .map(|v| {
+                v.as_i64().ok_or_else(|| ApiError::invalid_param(name, format!("'{name}' must contain only integers")))
+            })
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
     }
@@ -136,9 +141,9 @@ impl<'a> Fields<'a> {
             Some(Value::Array(a)) => a
                 .iter()
                 .map(|v| {
-                    v.as_str()
-                        .map(str::to_string)
-                        .ok_or_else(|| ApiError::invalid_param(name, format!("'{name}' must be a string or a list of strings")))
+                    v.as_str().map(str::to_string).ok_or_else(|| {
+                        ApiError::invalid_param(name, format!("'{name}' must be a string or a list of strings"))
+                    })
                 })
                 .collect(),
             Some(v) => Err(type_error(name, "a string or a list of strings", v)),
@@ -170,7 +175,10 @@ mod tests {
         assert!(Fields::parse_body(b"{\"a\":").is_err());
         assert!(Fields::parse_body(&[0xff, 0xfe]).is_err());
         let deep = "[".repeat(10_000);
-        assert!(Fields::parse_body(format!("{{\"a\":{deep}").as_bytes()).unwrap_err().message.contains("nested too deeply"));
+        assert!(Fields::parse_body(format!("{{\"a\":{deep}").as_bytes())
+            .unwrap_err()
+            .message
+            .contains("nested too deeply"));
         assert!(Fields::parse_body(b"{\"a\":1}").is_ok());
     }
 }

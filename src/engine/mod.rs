@@ -6,8 +6,8 @@
 //! pipeline never sees msgpack.
 
 pub mod output;
-pub mod slot;
 pub mod request;
+pub mod slot;
 pub mod zmq;
 
 pub use output::{FinishReason, Logprobs, StopReason, TokenEvent};

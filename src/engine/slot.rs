@@ -74,5 +74,4 @@ impl RequestSlot {
     pub fn try_next(&self) -> Option<SlotEvent> {
         self.inner.borrow_mut().events.pop_front()
     }
-
 }

@@ -50,8 +50,9 @@ impl ChunkedDecoder {
                     let line = &input[pos..pos + eol];
                     let hex = line.split(|&b| b == b';').next().unwrap_or(&[]);
                     let hex = std::str::from_utf8(hex).unwrap_or("").trim();
-                    let size = usize::from_str_radix(hex, 16)
-                        .map_err(|_| ApiError::bad_request(format!("malformed chunked body: bad chunk size {hex:?}")))?;
+                    let size = usize::from_str_radix(hex, 16).map_err(|_| {
+                        ApiError::bad_request(format!("malformed chunked body: bad chunk size {hex:?}"))
+                    })?;
                     pos += eol + 2;
                     if size == 0 {
                         self.state = State::Trailer;

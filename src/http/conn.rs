@@ -95,7 +95,8 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Reque
             if let Some(parsed) = parse_head(buf).map_err(ReadStop::Fail)? {
                 break parsed;
             }
-            head_deadline.get_or_insert_with(|| Instant::now() + Duration::from_secs(limits::http_header_read_timeout_s));
+            head_deadline
+                .get_or_insert_with(|| Instant::now() + Duration::from_secs(limits::http_header_read_timeout_s));
         }
         let deadline = head_deadline.unwrap_or(idle_deadline);
         match read_more(stream, buf, deadline).await {

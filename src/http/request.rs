@@ -92,9 +92,8 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, ApiError> 
             .to_string();
         match name.as_str() {
             "content-length" => {
-                let n: usize = value
-                    .parse()
-                    .map_err(|_| ApiError::bad_request(format!("invalid Content-Length: {value:?}")))?;
+                let n: usize =
+                    value.parse().map_err(|_| ApiError::bad_request(format!("invalid Content-Length: {value:?}")))?;
                 if content_length.is_some_and(|prev| prev != n) {
                     return Err(ApiError::bad_request("conflicting Content-Length headers"));
                 }

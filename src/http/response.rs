@@ -151,12 +151,7 @@ impl<'c> Responder<'c> {
     /// Starts an SSE stream (200, `text/event-stream`, chunked).
     pub async fn start_sse(&mut self) -> Result<(), ClientGone> {
         debug_assert_eq!(self.state, State::Idle);
-        self.push_head(
-            200,
-            "text/event-stream",
-            None,
-            &[("cache-control", "no-cache"), ("x-accel-buffering", "no")],
-        );
+        self.push_head(200, "text/event-stream", None, &[("cache-control", "no-cache"), ("x-accel-buffering", "no")]);
         self.state = State::Streaming;
         self.write_buf().await
     }

@@ -32,7 +32,11 @@ pub async fn serve(ctx: Rc<ShardCtx>) {
             }
         };
         if open.get() >= limits::http_connections_per_shard_max {
-            tracing::warn!("shard {}: connection limit {} reached; refusing", ctx.index, limits::http_connections_per_shard_max);
+            tracing::warn!(
+                "shard {}: connection limit {} reached; refusing",
+                ctx.index,
+                limits::http_connections_per_shard_max
+            );
             drop(stream);
             continue;
         }

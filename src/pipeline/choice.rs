@@ -57,7 +57,12 @@ impl ChoiceState {
     pub fn new(index: u32, tokenizer: &Tokenizer, prompt: &[u32], opts: &OutputOptions) -> Self {
         ChoiceState {
             index,
-            decoder: IncrementalDecoder::new(tokenizer, prompt, opts.skip_special_tokens, opts.spaces_between_special_tokens),
+            decoder: IncrementalDecoder::new(
+                tokenizer,
+                prompt,
+                opts.skip_special_tokens,
+                opts.spaces_between_special_tokens,
+            ),
             text: String::new(),
             token_ids: Vec::new(),
             sent: 0,
@@ -77,14 +82,19 @@ impl ChoiceState {
             self.cached_tokens = ev.cached_tokens;
         }
         if ev.finish == Some(FinishReason::Error) {
-            return Applied { error: Some(ev.error.unwrap_or_else(|| "the engine failed the request".into())), finished: true, ..Default::default() };
+            return Applied {
+                error: Some(ev.error.unwrap_or_else(|| "the engine failed the request".into())),
+                finished: true,
+                ..Default::default()
+            };
         }
         if let Some(lp) = ev.logprobs {
             self.push_logprobs(tokenizer, lp);
         }
         let stop_hit = self.push_tokens(tokenizer, opts, &ev.token_ids, ev.finish == Some(FinishReason::Stop));
         if let Some(stop_index) = stop_hit {
-            self.finish = Some(Finish { reason: "stop", stop_reason: Some(StopReason::Text(opts.stop[stop_index].clone())) });
+            self.finish =
+                Some(Finish { reason: "stop", stop_reason: Some(StopReason::Text(opts.stop[stop_index].clone())) });
             return Applied { stop_string_hit: ev.finish.is_none(), finished: true, error: None };
         }
         if let Some(reason) = ev.finish {
@@ -105,7 +115,13 @@ impl ChoiceState {
     }
 
     /// Detokenizes new tokens and checks stop strings. Returns the matched stop's index.
-    fn push_tokens(&mut self, tokenizer: &Tokenizer, opts: &OutputOptions, new: &[u32], stop_terminated: bool) -> Option<usize> {
+    fn push_tokens(
+        &mut self,
+        tokenizer: &Tokenizer,
+        opts: &OutputOptions,
+        new: &[u32],
+        stop_terminated: bool,
+    ) -> Option<usize> {
         if new.is_empty() {
             return None;
         }
@@ -182,7 +198,10 @@ fn engine_finish(reason: FinishReason, stop_reason: Option<StopReason>, opts: &O
         }
         FinishReason::Length => Finish { reason: "length", stop_reason: None },
         FinishReason::Abort => Finish { reason: "abort", stop_reason: None },
-        FinishReason::Repetition => Finish { reason: "repetition", stop_reason: stop_reason.or(Some(StopReason::Text("repetition_detected".into()))) },
+        FinishReason::Repetition => Finish {
+            reason: "repetition",
+            stop_reason: stop_reason.or(Some(StopReason::Text("repetition_detected".into()))),
+        },
         FinishReason::Error => Finish { reason: "error", stop_reason: None },
     }
 }

@@ -19,7 +19,9 @@ pub fn normalize(messages: &Value) -> Result<Value, ApiError> {
 
 fn normalize_message(i: usize, m: &Value) -> Result<Value, ApiError> {
     let param = |field: &str| format!("messages.[{i}].{field}");
-    let obj = m.as_object().ok_or_else(|| ApiError::invalid_param(&format!("messages.[{i}]"), "each message must be an object"))?;
+    let obj = m
+        .as_object()
+        .ok_or_else(|| ApiError::invalid_param(&format!("messages.[{i}]"), "each message must be an object"))?;
     let role = match obj.get("role") {
         Some(Value::String(r)) => r.as_str(),
         Some(_) => return Err(ApiError::invalid_param(&param("role"), "'role' must be a string")),
@@ -34,7 +36,10 @@ fn normalize_message(i: usize, m: &Value) -> Result<Value, ApiError> {
             if let Some(calls) = obj.get("tool_calls").filter(|v| !v.is_null()) {
                 out.insert("tool_calls".into(), normalize_tool_calls(calls, &param("tool_calls"))?);
             }
-            let reasoning = obj.get("reasoning").filter(|v| !v.is_null()).or_else(|| obj.get("reasoning_content").filter(|v| !v.is_null()));
+            let reasoning = obj
+                .get("reasoning")
+                .filter(|v| !v.is_null())
+                .or_else(|| obj.get("reasoning_content").filter(|v| !v.is_null()));
             if let Some(r) = reasoning {
                 out.insert("reasoning".into(), r.clone());
                 out.insert("reasoning_content".into(), r.clone());
@@ -70,11 +75,11 @@ fn content_text(content: Option<&Value>, param: &str) -> Result<String, ApiError
             for part in parts {
                 let kind = part.get("type").and_then(Value::as_str).unwrap_or("text");
                 match kind {
-                    "text" | "input_text" | "output_text" => texts.push(
-                        part.get("text")
-                            .and_then(Value::as_str)
-                            .ok_or_else(|| ApiError::invalid_param(param, "a text content part needs a string 'text'"))?,
-                    ),
+                    "text" | "input_text" | "output_text" => {
+                        texts.push(part.get("text").and_then(Value::as_str).ok_or_else(|| {
+                            ApiError::invalid_param(param, "a text content part needs a string 'text'")
+                        })?)
+                    }
                     "refusal" => texts.push(part.get("refusal").and_then(Value::as_str).unwrap_or("")),
                     other => {
                         return Err(ApiError::invalid_param(
@@ -101,7 +106,10 @@ fn normalize_tool_calls(calls: &Value, param: &str) -> Result<Value, ApiError> {
             .ok_or_else(|| ApiError::invalid_param(param, "assistant tool_calls entries must be objects."))?;
         let is_function = call.get("type").and_then(Value::as_str).unwrap_or("function") == "function";
         let Some(Value::Object(function)) = call.get_mut("function").filter(|_| is_function) else {
-            return Err(ApiError::invalid_param(param, "chat completions only support assistant tool_calls of type 'function'."));
+            return Err(ApiError::invalid_param(
+                param,
+                "chat completions only support assistant tool_calls of type 'function'.",
+            ));
         };
         let parsed = match function.get("arguments") {
             Some(Value::Object(o)) => Value::Object(o.clone()),
@@ -156,7 +164,10 @@ mod tests {
             (json!("hi"), "messages"),
             (json!([{"content": "x"}]), "messages.[0].role"),
             (json!([{"role": "user", "content": 5}]), "messages.[0].content"),
-            (json!([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]), "messages.[0].content"),
+            (
+                json!([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
+                "messages.[0].content",
+            ),
             (json!([1]), "messages.[0]"),
         ];
         for (input, param) in cases {
@@ -168,7 +179,8 @@ mod tests {
 
     #[test]
     fn malformed_arguments_become_empty_objects() {
-        let input = json!([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "not json"}}]}]);
+        let input =
+            json!([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "not json"}}]}]);
         let out = normalize(&input).unwrap();
         assert_eq!(out[0]["tool_calls"][0]["function"]["arguments"], json!({}));
     }

@@ -37,7 +37,14 @@ pub trait Format {
     /// nothing.
     fn stream_open(&self, out: &mut Vec<String>, choice: u32, prompt: &Prompt);
     /// A text delta (with its tokens' logprobs when requested).
-    fn stream_delta(&self, out: &mut Vec<String>, choice: &ChoiceState, text: &str, logprobs: &[TokenLogprob], usage: Option<&Usage>);
+    fn stream_delta(
+        &self,
+        out: &mut Vec<String>,
+        choice: &ChoiceState,
+        text: &str,
+        logprobs: &[TokenLogprob],
+        usage: Option<&Usage>,
+    );
     /// The finishing chunk of a choice.
     fn stream_finish(&self, out: &mut Vec<String>, choice: u32, finish: &Finish, usage: Option<&Usage>);
     /// The final usage-only chunk.
@@ -71,7 +78,11 @@ pub async fn run(g: Generation, format: &dyn Format, r: &mut Responder<'_>) {
     }
 }
 
-async fn submit_all(g: &Generation, states: &mut Vec<ChoiceState>, subs: &mut Vec<Option<Submission>>) -> Result<(), ApiError> {
+async fn submit_all(
+    g: &Generation,
+    states: &mut Vec<ChoiceState>,
+    subs: &mut Vec<Option<Submission>>,
+) -> Result<(), ApiError> {
     let n = g.params.n;
     let max_model_len = g.link.max_model_len();
     let arrival_time = crate::util::time::unix_time_f64();
@@ -141,7 +152,9 @@ fn apply(g: &Generation, states: &mut [ChoiceState], subs: &mut [Option<Submissi
             let applied = states[i].apply(&g.model.tokenizer, &g.params.output, ev);
             if let Some(e) = applied.error {
                 tracing::warn!("request {}: engine error: {e}", g.response_id);
-                return Step::Failed(ApiError::internal(format!("the engine failed the request: {e}")).with_code("engine_error"));
+                return Step::Failed(
+                    ApiError::internal(format!("the engine failed the request: {e}")).with_code("engine_error"),
+                );
             }
             if applied.finished {
                 subs[i] = None;

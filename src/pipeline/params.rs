@@ -9,8 +9,8 @@ use crate::api::fields::Fields;
 use crate::engine::SamplingParams;
 use crate::error::ApiError;
 use crate::limits;
-use crate::util::json::py_float;
 use crate::text::ModelAssets;
+use crate::util::json::py_float;
 
 /// Which API the request came through (they differ in a few names and defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,11 +82,16 @@ pub fn parse(f: &Fields<'_>, endpoint: Endpoint, model: &ModelAssets) -> Result<
     if endpoint == Endpoint::Completion && f.has("suffix") {
         return Err(bad("suffix", "suffix is not currently supported".into()));
     }
-    for unsupported in ["response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"] {
+    for unsupported in
+        ["response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"]
+    {
         if let Some(v) = f.get(unsupported) {
             let is_text = v.get("type").and_then(|t| t.as_str()) == Some("text");
             if !(unsupported == "response_format" && is_text) {
-                return Err(bad(unsupported, format!("'{unsupported}' (constrained decoding) is not supported by this gateway yet")));
+                return Err(bad(
+                    unsupported,
+                    format!("'{unsupported}' (constrained decoding) is not supported by this gateway yet"),
+                ));
             }
         }
     }
@@ -96,7 +101,8 @@ pub fn parse(f: &Fields<'_>, endpoint: Endpoint, model: &ModelAssets) -> Result<
         temperature: f.f64("temperature")?.or(d.temperature).unwrap_or(1.0),
         top_p: f.f64("top_p")?.or(d.top_p).unwrap_or(1.0),
         top_k: match f.i64("top_k")? {
-            Some(k) => i32::try_from(k).map_err(|_| bad("top_k", format!("top_k must be 0 (disable), or at least 1, got {k}.")))?,
+            Some(k) => i32::try_from(k)
+                .map_err(|_| bad("top_k", format!("top_k must be 0 (disable), or at least 1, got {k}.")))?,
             None => d.top_k.unwrap_or(0),
         },
         min_p: f.f64("min_p")?.or(d.min_p).unwrap_or(0.0),
@@ -127,7 +133,10 @@ pub fn parse(f: &Fields<'_>, endpoint: Endpoint, model: &ModelAssets) -> Result<
     let max_tokens_requested = max_tokens_requested.map(|m| m.min(u32::MAX as i64) as u32).or(d.max_new_tokens);
     if let Some(m) = max_tokens_requested {
         if min_tokens > m as i64 {
-            return Err(bad("min_tokens", format!("min_tokens must be less than or equal to max_tokens={m}, got {min_tokens}.")));
+            return Err(bad(
+                "min_tokens",
+                format!("min_tokens must be less than or equal to max_tokens={m}, got {min_tokens}."),
+            ));
         }
     }
     s.min_tokens = min_tokens.min(u32::MAX as i64) as u32;
@@ -145,8 +154,17 @@ pub fn parse(f: &Fields<'_>, endpoint: Endpoint, model: &ModelAssets) -> Result<
     if output.stop.iter().any(String::is_empty) {
         return Err(bad("stop", "stop cannot contain an empty string.".into()));
     }
-    if output.stop.len() > limits::stop_strings_max || output.stop.iter().any(|x| x.len() > limits::stop_string_bytes_max) {
-        return Err(bad("stop", format!("at most {} stop strings of at most {} bytes each", limits::stop_strings_max, limits::stop_string_bytes_max)));
+    if output.stop.len() > limits::stop_strings_max
+        || output.stop.iter().any(|x| x.len() > limits::stop_string_bytes_max)
+    {
+        return Err(bad(
+            "stop",
+            format!(
+                "at most {} stop strings of at most {} bytes each",
+                limits::stop_strings_max,
+                limits::stop_string_bytes_max
+            ),
+        ));
     }
     dedup_in_order(&mut output.stop);
 
@@ -163,7 +181,9 @@ pub fn parse(f: &Fields<'_>, endpoint: Endpoint, model: &ModelAssets) -> Result<
     }
     s.logit_bias = parse_logit_bias(f, vocab)?;
     s.allowed_token_ids = match token_ids_in_vocab(f, "allowed_token_ids", vocab)? {
-        Some(ids) if ids.is_empty() => return Err(bad("allowed_token_ids", "allowed_token_ids is not None and empty!".into())),
+        Some(ids) if ids.is_empty() => {
+            return Err(bad("allowed_token_ids", "allowed_token_ids is not None and empty!".into()))
+        }
         other => other,
     };
     s.bad_words_token_ids = bad_words(f, model)?;
@@ -183,7 +203,8 @@ pub fn parse(f: &Fields<'_>, endpoint: Endpoint, model: &ModelAssets) -> Result<
     apply_eos(&mut s, &stop_token_ids, &output, model);
 
     let priority = f.i64("priority")?.unwrap_or(0);
-    let priority = i32::try_from(priority).map_err(|_| bad("priority", format!("priority out of range: {priority}")))?;
+    let priority =
+        i32::try_from(priority).map_err(|_| bad("priority", format!("priority out of range: {priority}")))?;
     let cache_salt = f.str("cache_salt")?.map(str::to_string);
     if cache_salt.as_deref() == Some("") {
         return Err(bad("cache_salt", "Parameter 'cache_salt' must be a non-empty string if provided.".into()));
@@ -204,19 +225,34 @@ pub fn parse(f: &Fields<'_>, endpoint: Endpoint, model: &ModelAssets) -> Result<
 /// `_verify_args`: the checks whose failure would kill an engine's input thread.
 fn verify_ranges(s: &SamplingParams) -> Result<(), ApiError> {
     if !(-2.0..=2.0).contains(&s.presence_penalty) {
-        return Err(bad("presence_penalty", format!("presence_penalty must be in [-2, 2], got {}.", py_float(s.presence_penalty))));
+        return Err(bad(
+            "presence_penalty",
+            format!("presence_penalty must be in [-2, 2], got {}.", py_float(s.presence_penalty)),
+        ));
     }
     if !(-2.0..=2.0).contains(&s.frequency_penalty) {
-        return Err(bad("frequency_penalty", format!("frequency_penalty must be in [-2, 2], got {}.", py_float(s.frequency_penalty))));
+        return Err(bad(
+            "frequency_penalty",
+            format!("frequency_penalty must be in [-2, 2], got {}.", py_float(s.frequency_penalty)),
+        ));
     }
     if !s.repetition_penalty.is_finite() {
-        return Err(bad("repetition_penalty", format!("repetition_penalty must be a finite number, got {}.", py_float(s.repetition_penalty))));
+        return Err(bad(
+            "repetition_penalty",
+            format!("repetition_penalty must be a finite number, got {}.", py_float(s.repetition_penalty)),
+        ));
     }
     if s.repetition_penalty <= 0.0 {
-        return Err(bad("repetition_penalty", format!("repetition_penalty must be greater than zero, got {}.", py_float(s.repetition_penalty))));
+        return Err(bad(
+            "repetition_penalty",
+            format!("repetition_penalty must be greater than zero, got {}.", py_float(s.repetition_penalty)),
+        ));
     }
     if !s.temperature.is_finite() {
-        return Err(bad("temperature", format!("temperature must be a finite number, got {}.", py_float(s.temperature))));
+        return Err(bad(
+            "temperature",
+            format!("temperature must be a finite number, got {}.", py_float(s.temperature)),
+        ));
     }
     if s.temperature < 0.0 {
         return Err(bad("temperature", format!("temperature must be non-negative, got {}.", py_float(s.temperature))));
@@ -247,7 +283,10 @@ fn parse_logprobs(f: &Fields<'_>, endpoint: Endpoint) -> Result<Option<u32>, Api
                     return Err(bad("top_logprobs", "`top_logprobs` must be a positive value or -1.".into()));
                 }
                 if (t == -1 || t > 0) && !wanted {
-                    return Err(bad("top_logprobs", "when using `top_logprobs`, `logprobs` must be set to true.".into()));
+                    return Err(bad(
+                        "top_logprobs",
+                        "when using `top_logprobs`, `logprobs` must be set to true.".into(),
+                    ));
                 }
             }
             if !wanted {
@@ -255,14 +294,23 @@ fn parse_logprobs(f: &Fields<'_>, endpoint: Endpoint) -> Result<Option<u32>, Api
             }
             let k = top.unwrap_or(0);
             if k == -1 || k > max {
-                return Err(bad("top_logprobs", format!("Requested sample logprobs of {}, which is greater than max allowed: {max}", if k == -1 { i64::MAX } else { k })));
+                return Err(bad(
+                    "top_logprobs",
+                    format!(
+                        "Requested sample logprobs of {}, which is greater than max allowed: {max}",
+                        if k == -1 { i64::MAX } else { k }
+                    ),
+                ));
             }
             Ok(Some(k as u32))
         }
         Endpoint::Completion => match f.i64("logprobs")? {
             None => Ok(None),
             Some(k) if k < 0 => Err(bad("logprobs", format!("logprobs must be non-negative or -1, got {k}."))),
-            Some(k) if k > max => Err(bad("logprobs", format!("Requested sample logprobs of {k}, which is greater than max allowed: {max}"))),
+            Some(k) if k > max => Err(bad(
+                "logprobs",
+                format!("Requested sample logprobs of {k}, which is greater than max allowed: {max}"),
+            )),
             Some(k) => Ok(Some(k as u32)),
         },
     }
@@ -272,7 +320,10 @@ fn token_ids_in_vocab(f: &Fields<'_>, name: &str, vocab: usize) -> Result<Option
     let Some(ids) = f.ids(name)? else { return Ok(None) };
     let invalid: Vec<i64> = ids.iter().copied().filter(|&t| t < 0 || t as u64 >= vocab as u64).collect();
     if !invalid.is_empty() {
-        return Err(bad(name, format!("token_id(s) {invalid:?} in {name} contain out-of-vocab token ids. Vocabulary size: {vocab}")));
+        return Err(bad(
+            name,
+            format!("token_id(s) {invalid:?} in {name} contain out-of-vocab token ids. Vocabulary size: {vocab}"),
+        ));
     }
     Ok(Some(ids.into_iter().map(|t| t as u32).collect()))
 }
@@ -285,8 +336,10 @@ fn parse_logit_bias(f: &Fields<'_>, vocab: usize) -> Result<Vec<(u32, f64)>, Api
     let mut out = Vec::with_capacity(map.len());
     let mut invalid = Vec::new();
     for (k, v) in map {
-        let id: i64 = k.trim().parse().map_err(|_| bad("logit_bias", format!("logit_bias keys must be token ids, got {k:?}")))?;
-        let bias = v.as_f64().ok_or_else(|| bad("logit_bias", format!("logit_bias values must be numbers, got {v}")))?;
+        let id: i64 =
+            k.trim().parse().map_err(|_| bad("logit_bias", format!("logit_bias keys must be token ids, got {k:?}")))?;
+        let bias =
+            v.as_f64().ok_or_else(|| bad("logit_bias", format!("logit_bias values must be numbers, got {v}")))?;
         if id < 0 || id as u64 >= vocab as u64 {
             invalid.push(id);
             continue;
@@ -295,7 +348,10 @@ fn parse_logit_bias(f: &Fields<'_>, vocab: usize) -> Result<Vec<(u32, f64)>, Api
         out.push((id as u32, bias.clamp(-100.0, 100.0)));
     }
     if !invalid.is_empty() {
-        return Err(bad("logit_bias", format!("token_id(s) {invalid:?} in logit_bias contain out-of-vocab token ids. Vocabulary size: {vocab}")));
+        return Err(bad(
+            "logit_bias",
+            format!("token_id(s) {invalid:?} in logit_bias contain out-of-vocab token ids. Vocabulary size: {vocab}"),
+        ));
     }
     Ok(out)
 }
@@ -331,7 +387,12 @@ fn bad_words(f: &Fields<'_>, model: &ModelAssets) -> Result<Vec<Vec<u32>>, ApiEr
     let vocab = model.vocab_size;
     let invalid: Vec<u32> = out.iter().flatten().copied().filter(|&t| t as usize >= vocab).collect();
     if !invalid.is_empty() {
-        return Err(bad("bad_words", format!("The model vocabulary size is {vocab}, but the following tokens were specified as bad: {invalid:?}.")));
+        return Err(bad(
+            "bad_words",
+            format!(
+                "The model vocabulary size is {vocab}, but the following tokens were specified as bad: {invalid:?}."
+            ),
+        ));
     }
     Ok(out)
 }

@@ -11,7 +11,7 @@ pub mod mailbox;
 
 use std::sync::Arc;
 
-pub use context::{Shared, ShardCtx};
+pub use context::{ShardCtx, Shared};
 
 /// Which driver a shard's runtime ended up on.
 fn driver_name() -> &'static str {

@@ -86,8 +86,7 @@ impl ModelAssets {
             .or_else(|| config.get("eos_token_id").and_then(first_id));
         // transformers falls back to config.json when generation_config.json is absent.
         let eos_source = generation_config.as_ref().unwrap_or(&config);
-        let mut extra_eos_token_ids: Vec<u32> =
-            eos_source.get("eos_token_id").map(all_ids).unwrap_or_default();
+        let mut extra_eos_token_ids: Vec<u32> = eos_source.get("eos_token_id").map(all_ids).unwrap_or_default();
         extra_eos_token_ids.retain(|&id| Some(id) != eos_token_id);
         extra_eos_token_ids.sort_unstable();
         extra_eos_token_ids.dedup();
@@ -121,9 +120,9 @@ impl ModelAssets {
 
 fn read_json(path: &Path) -> Result<Option<Value>, String> {
     match fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| format!("cannot parse {}: {e}", path.display())),
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("cannot parse {}: {e}", path.display()))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("cannot read {}: {e}", path.display())),
     }
@@ -183,9 +182,7 @@ fn load_chat_template(
         }
         let jinja = dir.join("chat_template.jinja");
         if jinja.is_file() {
-            return fs::read_to_string(&jinja)
-                .map(Some)
-                .map_err(|e| format!("cannot read {}: {e}", jinja.display()));
+            return fs::read_to_string(&jinja).map(Some).map_err(|e| format!("cannot read {}: {e}", jinja.display()));
         }
     }
     Ok(tokenizer_config.get("chat_template").and_then(template_from_value))
@@ -203,7 +200,8 @@ fn template_from_value(v: &Value) -> Option<String> {
                     .and_then(Value::as_str)
                     .map(str::to_string)
             };
-            named("default").or_else(|| list.first().and_then(|e| e.get("template")).and_then(Value::as_str).map(str::to_string))
+            named("default")
+                .or_else(|| list.first().and_then(|e| e.get("template")).and_then(Value::as_str).map(str::to_string))
         }
         _ => None,
     }

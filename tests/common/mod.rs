@@ -219,7 +219,13 @@ impl Gateway {
         s
     }
 
-    pub fn try_request(&self, method: &str, path: &str, body: Option<&str>, headers: &[(&str, &str)]) -> std::io::Result<Response> {
+    pub fn try_request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> std::io::Result<Response> {
         let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
         s.set_read_timeout(Some(Duration::from_secs(60)))?;
         s.write_all(&raw_request(method, path, body, headers, false))?;
@@ -351,7 +357,8 @@ pub fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<Response> 
             line.clear();
             r.read_line(&mut line)?;
             raw.extend_from_slice(line.as_bytes());
-            let size = usize::from_str_radix(line.trim(), 16).map_err(|_| std::io::Error::other(format!("bad chunk size {line:?}")))?;
+            let size = usize::from_str_radix(line.trim(), 16)
+                .map_err(|_| std::io::Error::other(format!("bad chunk size {line:?}")))?;
             let mut chunk = vec![0; size + 2];
             r.read_exact(&mut chunk)?;
             raw.extend_from_slice(&chunk);

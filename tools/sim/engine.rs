@@ -20,6 +20,9 @@ const BLOCK_TOKENS: usize = 16;
 /// KV capacity in tokens (for the reported usage).
 const KV_CAPACITY_TOKENS: f64 = 262_144.0;
 
+/// One request's output in a step: (running index, new tokens, finish).
+type StepItem = (usize, Vec<u32>, Option<(u8, Option<u32>)>);
+
 struct Running {
     req: AddRequest,
     plan: Vec<u32>,
@@ -52,7 +55,11 @@ pub fn run(args: Args) -> Result<(), String> {
     tracing::info!("registered with the gateway at {handshake_addr}; serving");
     let record = match &args.record {
         Some(p) => Some(
-            std::fs::OpenOptions::new().create(true).append(true).open(p).map_err(|e| format!("cannot open {}: {e}", p.display()))?,
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| format!("cannot open {}: {e}", p.display()))?,
         ),
         None => None,
     };
@@ -170,7 +177,8 @@ impl Sim {
         let mut next_step = Instant::now() + itl;
         loop {
             let busy = !self.running.is_empty() || !self.waiting.is_empty();
-            let timeout = if busy { next_step.saturating_duration_since(Instant::now()) } else { Duration::from_millis(100) };
+            let timeout =
+                if busy { next_step.saturating_duration_since(Instant::now()) } else { Duration::from_millis(100) };
             self.poll_inputs(timeout)?;
             if Instant::now() >= next_step || !busy {
                 if busy {
@@ -303,7 +311,13 @@ impl Sim {
         if req.max_tokens.is_none() {
             // vLLM answers a request without max_tokens with a request-scoped ERROR.
             self.live_ids.remove(&req.request_id);
-            let out = StepOutput { request_id: &req.request_id, tokens: &[], finish: Some((FINISH_ERROR, None)), cached_tokens: None, logprobs: None };
+            let out = StepOutput {
+                request_id: &req.request_id,
+                tokens: &[],
+                finish: Some((FINISH_ERROR, None)),
+                cached_tokens: None,
+                logprobs: None,
+            };
             self.out_buf.clear();
             wire::encode_batch(0, &[out], &self.load(), self.now_s(), &mut self.out_buf);
             return self.send_to(req.client_index, false);
@@ -356,9 +370,23 @@ impl Sim {
         let ttft = Duration::from_millis(self.args.ttft_ms);
         while self.running.len() < self.args.max_num_seqs {
             let Some(req) = self.waiting.pop_front() else { break };
-            let plan = script::plan(self.tokenizer.as_ref(), &self.script, &req.prompt, self.args.seed, req.seed, self.args.output_len);
+            let plan = script::plan(
+                self.tokenizer.as_ref(),
+                &self.script,
+                &req.prompt,
+                self.args.seed,
+                req.seed,
+                self.args.output_len,
+            );
             let cached_tokens = self.cached_tokens(&req.prompt);
-            self.running.push(Running { req, plan, emitted: 0, first_token_at: Instant::now() + ttft, cached_tokens, sent_first: false });
+            self.running.push(Running {
+                req,
+                plan,
+                emitted: 0,
+                first_token_at: Instant::now() + ttft,
+                cached_tokens,
+                sent_first: false,
+            });
         }
     }
 
@@ -378,7 +406,7 @@ impl Sim {
         self.admit();
         self.step += 1;
         let now = Instant::now();
-        let mut per_client: HashMap<usize, Vec<(usize, Vec<u32>, Option<(u8, Option<u32>)>)>> = HashMap::new();
+        let mut per_client: HashMap<usize, Vec<StepItem>> = HashMap::new();
         let mut finished: Vec<usize> = Vec::new();
         for (i, r) in self.running.iter_mut().enumerate() {
             if now < r.first_token_at {

@@ -19,7 +19,12 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser, Debug, Clone)]
-#[command(name = "shardgate-sim", version, about = "Headless engine simulator (vLLM EngineCore wire)", args_override_self = true)]
+#[command(
+    name = "shardgate-sim",
+    version,
+    about = "Headless engine simulator (vLLM EngineCore wire)",
+    args_override_self = true
+)]
 pub struct Args {
     /// Handshake address to dial, `tcp://HOST:PORT`.
     #[arg(long)]
@@ -92,15 +97,23 @@ fn parse_fault(s: &str) -> Result<Fault, String> {
         "garbage" => FaultKind::Garbage,
         other => return Err(format!("unknown fault '{other}' (die, die-silent, stall, deaf, garbage)")),
     };
-    let at_request = n.parse::<u64>().ok().filter(|&n| n >= 1).ok_or_else(|| format!("--fault {s}: N must be a positive integer"))?;
+    let at_request = n
+        .parse::<u64>()
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| format!("--fault {s}: N must be a positive integer"))?;
     Ok(Fault { kind, at_request })
 }
 
 fn main() {
     let args = Args::parse();
-    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| format!("warn,shardgate_sim={0},shardgate={0}", args.log_level));
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_target(false)
-        .with_writer(std::io::stderr).init();
+    let filter =
+        std::env::var("RUST_LOG").unwrap_or_else(|_| format!("warn,shardgate_sim={0},shardgate={0}", args.log_level));
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_target(false)
+        .with_writer(std::io::stderr)
+        .init();
     if let Err(e) = engine::run(args) {
         eprintln!("shardgate-sim: {e}");
         std::process::exit(1);

@@ -34,7 +34,9 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, ChatFormat), 
     let add_generation_prompt = f.bool("add_generation_prompt")?.unwrap_or(true);
     let continue_final_message = f.bool("continue_final_message")?.unwrap_or(false);
     if add_generation_prompt && continue_final_message {
-        return Err(ApiError::bad_request("Cannot set both `continue_final_message` and `add_generation_prompt` to True."));
+        return Err(ApiError::bad_request(
+            "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
+        ));
     }
     let params = params::parse(&f, Endpoint::Chat, &model)?;
     f.array("tools")?;
@@ -131,7 +133,14 @@ impl Format for ChatFormat {
         out.push(s);
     }
 
-    fn stream_delta(&self, out: &mut Vec<String>, choice: &ChoiceState, text: &str, logprobs: &[TokenLogprob], usage: Option<&Usage>) {
+    fn stream_delta(
+        &self,
+        out: &mut Vec<String>,
+        choice: &ChoiceState,
+        text: &str,
+        logprobs: &[TokenLogprob],
+        usage: Option<&Usage>,
+    ) {
         let mut s = String::with_capacity(160 + text.len());
         self.chunk_open(&mut s, choice.index);
         s.push_str("\"delta\":{\"content\":");

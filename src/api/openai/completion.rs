@@ -85,11 +85,19 @@ fn parse_prompts(raw: &Value, model: &ModelAssets, echo: bool) -> Result<Vec<Pro
             Value::Number(_) => vec![from_ids(items)?],
             Value::String(_) => items
                 .iter()
-                .map(|v| v.as_str().ok_or_else(|| bad("a list prompt must be all strings or all token-id lists")).and_then(from_text))
+                .map(|v| {
+                    v.as_str()
+                        .ok_or_else(|| bad("a list prompt must be all strings or all token-id lists"))
+                        .and_then(from_text)
+                })
                 .collect::<Result<_, _>>()?,
             Value::Array(_) => items
                 .iter()
-                .map(|v| v.as_array().ok_or_else(|| bad("a list prompt must be all strings or all token-id lists")).and_then(|a| from_ids(a)))
+                .map(|v| {
+                    v.as_array()
+                        .ok_or_else(|| bad("a list prompt must be all strings or all token-id lists"))
+                        .and_then(|a| from_ids(a))
+                })
                 .collect::<Result<_, _>>()?,
             _ => return Err(bad("'prompt' must be a string, a list of strings, or token ids")),
         },
@@ -109,7 +117,14 @@ pub struct CompletionFormat {
 }
 
 impl CompletionFormat {
-    fn chunk(&self, choice: u32, text: &str, logprobs: Option<&[TokenLogprob]>, finish: Option<&Finish>, usage: Option<&Usage>) -> String {
+    fn chunk(
+        &self,
+        choice: u32,
+        text: &str,
+        logprobs: Option<&[TokenLogprob]>,
+        finish: Option<&Finish>,
+        usage: Option<&Usage>,
+    ) -> String {
         let mut s = String::with_capacity(192 + text.len());
         s.push('{');
         push_header(&mut s, &self.id, "text_completion", self.created, &self.model);
@@ -151,7 +166,14 @@ impl Format for CompletionFormat {
         }
     }
 
-    fn stream_delta(&self, out: &mut Vec<String>, choice: &ChoiceState, text: &str, logprobs: &[TokenLogprob], usage: Option<&Usage>) {
+    fn stream_delta(
+        &self,
+        out: &mut Vec<String>,
+        choice: &ChoiceState,
+        text: &str,
+        logprobs: &[TokenLogprob],
+        usage: Option<&Usage>,
+    ) {
         out.push(self.chunk(choice.index, text, Some(logprobs), None, usage));
     }
 
@@ -178,7 +200,8 @@ impl Format for CompletionFormat {
             if k > 0 {
                 s.push(',');
             }
-            let echoed = if self.echo { prompts[(c.index / self.n.max(1)) as usize].text.as_deref().unwrap_or("") } else { "" };
+            let echoed =
+                if self.echo { prompts[(c.index / self.n.max(1)) as usize].text.as_deref().unwrap_or("") } else { "" };
             s.push_str("{\"index\":");
             push_int(&mut s, c.index);
             s.push_str(",\"text\":");

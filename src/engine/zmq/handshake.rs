@@ -76,11 +76,8 @@ pub async fn connect(
     encode_init(&input_addrs, &output_addrs, &mut init);
 
     let handshake = AsyncSocket::attach(handshake).map_err(|e| e.to_string())?;
-    let inputs: Vec<AsyncSocket> = inputs
-        .into_iter()
-        .map(AsyncSocket::attach)
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+    let inputs: Vec<AsyncSocket> =
+        inputs.into_iter().map(AsyncSocket::attach).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
     let engines = exchange(&handshake, &inputs, &init, worker.engine_count, timeout).await?;
     let pairs = inputs.into_iter().map(AsyncSocket::detach).zip(outputs).collect();
     Ok(Connected { pairs, engines, files })
@@ -94,7 +91,8 @@ async fn exchange(
     engine_count: usize,
     timeout: Duration,
 ) -> Result<Vec<EngineRegistration>, String> {
-    let mut progress = vec![EngineProgress { registered: vec![false; inputs.len()], ..Default::default() }; engine_count];
+    let mut progress =
+        vec![EngineProgress { registered: vec![false; inputs.len()], ..Default::default() }; engine_count];
     let mut frames: Vec<zmq::Message> = Vec::new();
     let mut deadline = Instant::now() + timeout;
     loop {

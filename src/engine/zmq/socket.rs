@@ -123,11 +123,7 @@ impl AsyncSocket {
     }
 
     /// Sends, waiting for room while the queue is full, for at most `limit`.
-    pub async fn send_multipart_within(
-        &self,
-        frames: &[&[u8]],
-        limit: std::time::Duration,
-    ) -> Result<(), SendError> {
+    pub async fn send_multipart_within(&self, frames: &[&[u8]], limit: std::time::Duration) -> Result<(), SendError> {
         let deadline = std::time::Instant::now() + limit;
         loop {
             match self.send_multipart(frames) {

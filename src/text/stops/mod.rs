@@ -96,9 +96,10 @@ mod tests {
     #[test]
     fn vllm_stop_semantics() {
         // (text, new_from, stops, include, expected (stop index, truncate_to))
-        let cases: Vec<(&str, usize, Vec<String>, bool, Option<(usize, Option<usize>)>)> = vec![
+        type Case = (&'static str, usize, Vec<String>, bool, Option<(usize, Option<usize>)>);
+        let cases: Vec<Case> = vec![
             ("hello world", 0, s(&["world"]), false, Some((0, Some(6)))),
-            ("hello world", 0, s(&["world"]), true, None.or(Some((0, None)))),
+            ("hello world", 0, s(&["world"]), true, Some((0, None))),
             ("hello world!", 0, s(&["world"]), true, Some((0, Some(11)))),
             ("hello world", 11, s(&["world"]), false, None),
             // straddles the boundary between old and new text
@@ -121,15 +122,8 @@ mod tests {
     #[test]
     fn holdback_covers_partial_stops_only() {
         let stops = s(&["</answer>", "STOP"]);
-        let cases = [
-            ("text </ans", 5),
-            ("text <", 1),
-            ("text ST", 2),
-            ("text", 0),
-            ("text </answer", 8),
-            ("S", 1),
-            ("", 0),
-        ];
+        let cases =
+            [("text </ans", 5), ("text <", 1), ("text ST", 2), ("text", 0), ("text </answer", 8), ("S", 1), ("", 0)];
         for (text, expected) in cases {
             assert_eq!(holdback_len(text, &stops), expected, "text {text:?}");
         }

@@ -58,8 +58,14 @@ impl ChatTemplate {
         let template = self.env.get_template(TEMPLATE_NAME).map_err(|e| e.to_string())?;
         let mut ctx: Vec<(String, Value)> = Vec::with_capacity(5 + input.extra.len());
         ctx.push(("messages".into(), Value::from(minijinja::value::Serde(input.messages))));
-        ctx.push(("tools".into(), input.tools.map(|t| Value::from(minijinja::value::Serde(t))).unwrap_or(Value::from(()))));
-        ctx.push(("documents".into(), input.documents.map(|d| Value::from(minijinja::value::Serde(d))).unwrap_or(Value::from(()))));
+        ctx.push((
+            "tools".into(),
+            input.tools.map(|t| Value::from(minijinja::value::Serde(t))).unwrap_or(Value::from(())),
+        ));
+        ctx.push((
+            "documents".into(),
+            input.documents.map(|d| Value::from(minijinja::value::Serde(d))).unwrap_or(Value::from(())),
+        ));
         ctx.push(("add_generation_prompt".into(), Value::from(input.add_generation_prompt)));
         for (k, v) in input.extra {
             ctx.push((k.clone(), Value::from(minijinja::value::Serde(v))));

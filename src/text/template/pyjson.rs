@@ -7,17 +7,12 @@ use minijinja::{Error, ErrorKind};
 
 use crate::util::json::{push_f64, push_int};
 
+#[derive(Default)]
 pub struct Options {
     pub indent: Option<String>,
     pub separators: Option<(String, String)>,
     pub sort_keys: bool,
     pub ensure_ascii: bool,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options { indent: None, separators: None, sort_keys: false, ensure_ascii: false }
-    }
 }
 
 pub fn dumps(value: &Value, opts: &Options) -> Result<String, Error> {
@@ -41,7 +36,14 @@ fn newline(out: &mut String, opts: &Options, depth: usize) {
     }
 }
 
-fn write(out: &mut String, v: &Value, opts: &Options, item_sep: &str, key_sep: &str, depth: usize) -> Result<(), Error> {
+fn write(
+    out: &mut String,
+    v: &Value,
+    opts: &Options,
+    item_sep: &str,
+    key_sep: &str,
+    depth: usize,
+) -> Result<(), Error> {
     if depth > crate::limits::json_depth_max {
         return Err(Error::new(ErrorKind::InvalidOperation, "tojson: value nested too deeply"));
     }
@@ -55,7 +57,8 @@ fn write(out: &mut String, v: &Value, opts: &Options, item_sep: &str, key_sep: &
                     None => out.push_str(&v.to_string()),
                 }
             } else {
-                let f = f64::try_from(v.clone()).map_err(|_| Error::new(ErrorKind::InvalidOperation, "tojson: bad number"))?;
+                let f = f64::try_from(v.clone())
+                    .map_err(|_| Error::new(ErrorKind::InvalidOperation, "tojson: bad number"))?;
                 push_f64(out, f);
             }
         }
@@ -80,7 +83,7 @@ fn write(out: &mut String, v: &Value, opts: &Options, item_sep: &str, key_sep: &
         ValueKind::Map | ValueKind::Plain => {
             let mut keys: Vec<Value> = v.try_iter()?.collect();
             if opts.sort_keys {
-                keys.sort_by(|a, b| a.to_string().cmp(&b.to_string()));
+                keys.sort_by_key(|k| k.to_string());
             }
             if keys.is_empty() {
                 out.push_str("{}");

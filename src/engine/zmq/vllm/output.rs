@@ -75,10 +75,7 @@ pub fn decode_batch<'a>(main: &'a [u8], aux: &[&'a [u8]]) -> DecodeResult<Output
     Ok(batch)
 }
 
-fn optional<'a, T>(
-    r: &mut Reader<'a>,
-    f: impl FnOnce(&mut Reader<'a>) -> DecodeResult<T>,
-) -> DecodeResult<Option<T>> {
+fn optional<'a, T>(r: &mut Reader<'a>, f: impl FnOnce(&mut Reader<'a>) -> DecodeResult<T>) -> DecodeResult<Option<T>> {
     if r.try_nil()? {
         Ok(None)
     } else {
@@ -240,10 +237,7 @@ fn decode_ndarray<'a>(r: &mut Reader<'a>, aux: &[&'a [u8]]) -> DecodeResult<NdAr
     let elements: usize = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).unwrap_or(usize::MAX);
     let width = dtype_width(dtype)?;
     if elements.checked_mul(width) != Some(data.len()) {
-        return Err(DecodeError(format!(
-            "ndarray {dtype} {shape:?} holds {} bytes",
-            data.len()
-        )));
+        return Err(DecodeError(format!("ndarray {dtype} {shape:?} holds {} bytes", data.len())));
     }
     Ok(NdArray { dtype, shape, data })
 }

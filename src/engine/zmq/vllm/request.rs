@@ -237,15 +237,7 @@ mod tests {
         assert!(r.is_at_end());
         assert_eq!(
             keys,
-            [
-                "temperature",
-                "top_k",
-                "seed",
-                "stop_token_ids",
-                "max_tokens",
-                "_eos_token_id",
-                "_all_stop_token_ids"
-            ]
+            ["temperature", "top_k", "seed", "stop_token_ids", "max_tokens", "_eos_token_id", "_all_stop_token_ids"]
         );
     }
 }

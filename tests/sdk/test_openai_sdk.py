@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""The official `openai` Python SDK against shardgate (+ shardgate-sim, scripted).
+
+    python tests/sdk/test_openai_sdk.py TARGET_DIR MODEL_DIR
+
+Starts the simulator and the gateway from TARGET_DIR (release binaries), then checks that the
+SDK streams every token, reads non-streamed answers and usage, raises the right exception
+classes for 400/404, and raises APIError for an error event mid-stream."""
+import json, os, socket, subprocess, sys, tempfile, time, urllib.request
+
+import openai
+
+TEXT = "Streaming works: every token arrives, even 日本語 and emoji 🙂."
+
+
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+
+
+def start(target, model_dir, work, script_text, extra_sim=()):
+    script = os.path.join(work, "script.jsonl")
+    with open(script, "w") as f:
+        f.write(json.dumps({"text": script_text}) + "\n")
+    url = f"ipc://{work}/engine"
+    port = free_port()
+    sim = subprocess.Popen([os.path.join(target, "shardgate-sim"), "--worker-url", url, "--model-path", model_dir,
+                            "--script", script, "--itl-ms", "2", "--ttft-ms", "5", *extra_sim],
+                           stderr=open(os.path.join(work, "sim.log"), "w"))
+    gw = subprocess.Popen([os.path.join(target, "shardgate"), "launch", "--worker-urls", url, "--model-path", model_dir,
+                           "--served-model-name", "sdk-model", "--host", "127.0.0.1", "--port", str(port),
+                           "--health-check-interval-secs", "1"],
+                          stderr=open(os.path.join(work, "gateway.log"), "w"))
+    deadline = time.time() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readiness", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except Exception:
+            pass
+        if time.time() > deadline:
+            raise SystemExit("gateway not ready")
+        time.sleep(0.05)
+    return port, [sim, gw]
+
+
+def main():
+    target, model_dir = sys.argv[1], sys.argv[2]
+    print(f"openai SDK {openai.__version__}")
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="sg-sdk-") as work:
+        port, procs = start(target, model_dir, work, TEXT)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
+        try:
+            for name, fn in TESTS:
+                try:
+                    fn(client)
+                    print(f"ok   {name}")
+                except Exception as e:  # noqa: BLE001 - report and continue
+                    failures += 1
+                    print(f"FAIL {name}: {type(e).__name__}: {e}")
+        finally:
+            for p in procs:
+                p.kill(); p.wait()
+        # A stream whose engine dies mid-way: the SDK raises APIError from the error event.
+        os.makedirs(os.path.join(work, "die"), exist_ok=True)
+        port, procs = start(target, model_dir, os.path.join(work, "die"), TEXT * 50,
+                            ["--fault", "die@2", "--itl-ms", "20"])
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
+        try:
+            stream_error_raises(client, port)
+            print("ok   stream_error_raises")
+        except Exception as e:  # noqa: BLE001
+            failures += 1
+            print(f"FAIL stream_error_raises: {type(e).__name__}: {e}")
+        finally:
+            for p in procs:
+                p.kill(); p.wait()
+    print(f"{len(TESTS) + 1 - failures}/{len(TESTS) + 1} SDK checks passed")
+    sys.exit(1 if failures else 0)
+
+
+def chat_stream_sees_every_token(client):
+    stream = client.chat.completions.create(model="sdk-model", messages=[{"role": "user", "content": "hi"}], stream=True)
+    pieces, finish = [], []
+    for chunk in stream:
+        for c in chunk.choices:
+            if c.delta.content:
+                pieces.append(c.delta.content)
+            if c.finish_reason:
+                finish.append(c.finish_reason)
+    assert "".join(pieces) == TEXT, "".join(pieces)
+    assert len(pieces) > 5, pieces
+    assert finish == ["stop"], finish
+
+
+def chat_stream_usage(client):
+    stream = client.chat.completions.create(model="sdk-model", messages=[{"role": "user", "content": "hi"}],
+                                            stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0, chunks[-1]
+
+
+def chat_non_stream(client):
+    r = client.chat.completions.create(model="sdk-model", messages=[{"role": "user", "content": "hi"}])
+    assert r.choices[0].message.content == TEXT
+    assert r.choices[0].finish_reason == "stop"
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+
+def completions(client):
+    r = client.completions.create(model="sdk-model", prompt="Say it", max_tokens=5)
+    assert r.choices[0].finish_reason == "length", r
+    text = "".join(c.choices[0].text for c in client.completions.create(model="sdk-model", prompt="Say it",
+                                                                         max_tokens=5, stream=True))
+    assert text == r.choices[0].text, (text, r.choices[0].text)
+
+
+def models(client):
+    assert [m.id for m in client.models.list()] == ["sdk-model"]
+
+
+def errors_map_to_sdk_exceptions(client):
+    try:
+        client.chat.completions.create(model="sdk-model", messages=[{"role": "user", "content": "x"}], top_p=2.0)
+        raise AssertionError("no exception")
+    except openai.BadRequestError as e:
+        assert e.status_code == 400 and "top_p" in str(e), e
+    try:
+        client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
+        raise AssertionError("no exception")
+    except openai.NotFoundError as e:
+        assert e.status_code == 404, e
+
+
+def stream_error_raises(client, port):
+    client.chat.completions.create(model="sdk-model", messages=[{"role": "user", "content": "warm"}], max_tokens=2)
+    stream = client.chat.completions.create(model="sdk-model", messages=[{"role": "user", "content": "hi"}],
+                                            stream=True, max_tokens=2000)
+    seen = 0
+    try:
+        for _ in stream:
+            seen += 1
+            if seen == 3:
+                # Trigger the engine's death with another request while this stream runs.
+                try:
+                    client.completions.create(model="sdk-model", prompt="x", max_tokens=2)
+                except openai.APIError:
+                    pass
+        raise AssertionError("stream ended without an error")
+    except openai.APIError as e:
+        assert "engine" in str(e).lower(), e
+
+
+TESTS = [(f.__name__, f) for f in (chat_stream_sees_every_token, chat_stream_usage, chat_non_stream, completions, models,
+                                  errors_map_to_sdk_exceptions)]
+
+if __name__ == "__main__":
+    main()
