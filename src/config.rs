@@ -166,6 +166,13 @@ impl Config {
                 workers[0].url, workers[0].url
             )
         })?;
+        if !model_path.is_dir() {
+            return Err(format!(
+                "model path {} is not a local directory: this gateway loads the tokenizer, config and chat \
+                 template from a local model directory",
+                model_path.display()
+            ));
+        }
         let shards = a.shards.unwrap_or_else(available_cores);
         if shards == 0 || shards > 1024 {
             return Err(format!("--shards must be between 1 and 1024, got {shards}"));
@@ -244,7 +251,7 @@ mod tests {
 
     #[test]
     fn startup_errors_use_the_seed_texts() {
-        let cases: [(&[&str], &str); 5] = [
+        let cases: [(&[&str], &str); 6] = [
             (&["--worker-urls", "http://x:8000", "--model-path", "/m"], "ZMQ worker URL must be ipc://<path>"),
             (&["--worker-urls", "ipc:///tmp/sg/e0"], "has no model identity"),
             (
@@ -268,7 +275,7 @@ mod tests {
 
     #[test]
     fn defaults() {
-        let c = launch(&["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/m"]).unwrap();
+        let c = launch(&["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/tmp"]).unwrap();
         assert_eq!(c.port, 30000);
         assert_eq!(c.host, "0.0.0.0");
         assert_eq!(c.workers[0].backend, Backend::Vllm);
@@ -277,6 +284,6 @@ mod tests {
             handshake_address(&c.workers[0]),
             format!("tcp://127.0.0.1:{}", crate::engine::zmq::sockdir::derived_handshake_port("/tmp/sg/e0"))
         );
-        assert_eq!(c.served_model_name, "/m");
+        assert_eq!(c.served_model_name, "/tmp");
     }
 }

@@ -29,11 +29,15 @@ impl<'a> Fields<'a> {
         if body.is_empty() {
             return Err(ApiError::bad_request("request body is empty; expected a JSON object"));
         }
-        let v: Value = serde_json::from_slice(body).map_err(|e| {
-            if e.to_string().contains("recursion limit") {
-                ApiError::bad_request("JSON body is nested too deeply")
+        // sonic-rs (SIMD) parses; it refuses nesting beyond 128 levels, so a hostile body
+        // cannot exhaust a shard's stack. Its messages carry a source snippet: keep line one.
+        let v: Value = sonic_rs::from_slice(body).map_err(|e| {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("").trim();
+            if first.contains("nesting") {
+                ApiError::bad_request("JSON body is nested too deeply (more than 128 levels)")
             } else {
-                ApiError::bad_request(format!("invalid JSON body: {e}"))
+                ApiError::bad_request(format!("invalid JSON body: {first}"))
             }
         })?;
         if !v.is_object() {

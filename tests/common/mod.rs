@@ -52,11 +52,20 @@ pub struct Options {
     pub script: Option<String>,
     pub shards: usize,
     pub wait_ready: bool,
+    /// Extra environment for the gateway process.
+    pub gateway_env: Vec<(String, String)>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { sim_args: Vec::new(), gateway_args: Vec::new(), script: None, shards: 2, wait_ready: true }
+        Options {
+            sim_args: Vec::new(),
+            gateway_args: Vec::new(),
+            script: None,
+            shards: 2,
+            wait_ready: true,
+            gateway_env: Vec::new(),
+        }
     }
 }
 
@@ -114,6 +123,7 @@ impl Gateway {
             .args(["--served-model-name", "test-model", "--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--shards", &opts.shards.to_string(), "--health-check-interval-secs", "1", "--log-level", "debug"])
             .args(&opts.gateway_args)
+            .envs(opts.gateway_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
             .stderr(log_file(&dir, "gateway.log"))
             .spawn()

@@ -1,6 +1,6 @@
 //! A minimal MessagePack reader and writer for the engine wires.
 //!
-//! The writer emits what Python's `msgspec` emits (minimal integer and string headers, float64
+//! The writer (on rmp's encoders) emits what Python's `msgspec` emits (minimal integer and string headers, float64
 //! for every float) so our frames are byte-identical to vLLM's own; callers that must mirror
 //! msgspec's fixed-width struct headers use `array16`/`map16` explicitly. The reader borrows
 //! from the frame (strings and binary payloads are slices, never copies), accepts non-minimal
@@ -280,7 +280,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Appends MessagePack to a byte buffer, msgspec-style.
+/// Appends MessagePack to a byte buffer, msgspec-style: rmp's most compact encodings for
+/// scalars and headers (the same choices msgspec makes), plus explicit wide headers where
+/// msgspec writes them for structs. Writes to a `Vec` cannot fail, so results are dropped.
 pub struct Writer<'b> {
     pub out: &'b mut Vec<u8>,
 }
@@ -291,121 +293,64 @@ impl<'b> Writer<'b> {
     }
 
     pub fn nil(&mut self) {
-        self.out.push(0xc0);
+        let _ = rmp::encode::write_nil(self.out);
     }
 
     pub fn bool(&mut self, v: bool) {
-        self.out.push(if v { 0xc3 } else { 0xc2 });
+        let _ = rmp::encode::write_bool(self.out, v);
     }
 
     pub fn uint(&mut self, v: u64) {
-        if v < 0x80 {
-            self.out.push(v as u8);
-        } else if v <= u8::MAX as u64 {
-            self.out.extend_from_slice(&[0xcc, v as u8]);
-        } else if v <= u16::MAX as u64 {
-            self.out.push(0xcd);
-            self.out.extend_from_slice(&(v as u16).to_be_bytes());
-        } else if v <= u32::MAX as u64 {
-            self.out.push(0xce);
-            self.out.extend_from_slice(&(v as u32).to_be_bytes());
-        } else {
-            self.out.push(0xcf);
-            self.out.extend_from_slice(&v.to_be_bytes());
-        }
+        let _ = rmp::encode::write_uint(self.out, v);
     }
 
+    /// Non-negative values take the unsigned encodings, as msgspec writes Python ints.
     pub fn int(&mut self, v: i64) {
-        if v >= 0 {
-            self.uint(v as u64);
-        } else if v >= -32 {
-            self.out.push(v as i8 as u8);
-        } else if v >= i8::MIN as i64 {
-            self.out.extend_from_slice(&[0xd0, v as i8 as u8]);
-        } else if v >= i16::MIN as i64 {
-            self.out.push(0xd1);
-            self.out.extend_from_slice(&(v as i16).to_be_bytes());
-        } else if v >= i32::MIN as i64 {
-            self.out.push(0xd2);
-            self.out.extend_from_slice(&(v as i32).to_be_bytes());
-        } else {
-            self.out.push(0xd3);
-            self.out.extend_from_slice(&v.to_be_bytes());
-        }
+        let _ = rmp::encode::write_sint(self.out, v);
     }
 
+    /// Python floats are float64 on the wire, always.
     pub fn f64(&mut self, v: f64) {
-        self.out.push(0xcb);
-        self.out.extend_from_slice(&v.to_bits().to_be_bytes());
+        let _ = rmp::encode::write_f64(self.out, v);
     }
 
     pub fn str(&mut self, s: &str) {
-        let n = s.len();
-        if n < 32 {
-            self.out.push(0xa0 | n as u8);
-        } else if n <= u8::MAX as usize {
-            self.out.extend_from_slice(&[0xd9, n as u8]);
-        } else if n <= u16::MAX as usize {
-            self.out.push(0xda);
-            self.out.extend_from_slice(&(n as u16).to_be_bytes());
-        } else {
-            self.out.push(0xdb);
-            self.out.extend_from_slice(&(n as u32).to_be_bytes());
-        }
-        self.out.extend_from_slice(s.as_bytes());
+        let _ = rmp::encode::write_str(self.out, s);
     }
 
     pub fn bin(&mut self, b: &[u8]) {
-        let n = b.len();
-        if n <= u8::MAX as usize {
-            self.out.extend_from_slice(&[0xc4, n as u8]);
-        } else if n <= u16::MAX as usize {
-            self.out.push(0xc5);
-            self.out.extend_from_slice(&(n as u16).to_be_bytes());
-        } else {
-            self.out.push(0xc6);
-            self.out.extend_from_slice(&(n as u32).to_be_bytes());
-        }
-        self.out.extend_from_slice(b);
+        let _ = rmp::encode::write_bin(self.out, b);
     }
 
     /// Minimal array header (fixarray / array16 / array32).
     pub fn array(&mut self, n: usize) {
-        if n < 16 {
-            self.out.push(0x90 | n as u8);
-        } else {
-            self.array_wide(n);
-        }
+        let _ = rmp::encode::write_array_len(self.out, n as u32);
     }
 
     /// array16 or array32 regardless of size: msgspec's header for `array_like` structs.
     pub fn array_wide(&mut self, n: usize) {
         if n <= u16::MAX as usize {
-            self.out.push(0xdc);
+            self.out.push(rmp::Marker::Array16.to_u8());
             self.out.extend_from_slice(&(n as u16).to_be_bytes());
         } else {
-            self.out.push(0xdd);
+            self.out.push(rmp::Marker::Array32.to_u8());
             self.out.extend_from_slice(&(n as u32).to_be_bytes());
         }
     }
 
     /// Minimal map header.
     pub fn map(&mut self, n: usize) {
-        if n < 16 {
-            self.out.push(0x80 | n as u8);
-        } else {
-            self.map_wide(n);
-        }
+        let _ = rmp::encode::write_map_len(self.out, n as u32);
     }
 
     /// map16 or map32 regardless of size: msgspec's header for `omit_defaults` structs, whose
     /// field count is only known after encoding.
     pub fn map_wide(&mut self, n: usize) {
         if n <= u16::MAX as usize {
-            self.out.push(0xde);
+            self.out.push(rmp::Marker::Map16.to_u8());
             self.out.extend_from_slice(&(n as u16).to_be_bytes());
         } else {
-            self.out.push(0xdf);
+            self.out.push(rmp::Marker::Map32.to_u8());
             self.out.extend_from_slice(&(n as u32).to_be_bytes());
         }
     }
@@ -413,35 +358,18 @@ impl<'b> Writer<'b> {
     /// Reserves a map16 header to be patched by `finish_map16` once the entry count is known.
     pub fn begin_map16(&mut self) -> usize {
         let at = self.out.len();
-        self.out.extend_from_slice(&[0xde, 0, 0]);
+        self.map_wide(0);
         at
     }
 
     pub fn finish_map16(&mut self, at: usize, entries: usize) {
         debug_assert!(entries <= u16::MAX as usize);
-        debug_assert_eq!(self.out[at], 0xde);
+        debug_assert_eq!(self.out[at], rmp::Marker::Map16.to_u8());
         self.out[at + 1..at + 3].copy_from_slice(&(entries as u16).to_be_bytes());
     }
 
     pub fn ext(&mut self, code: i8, payload: &[u8]) {
-        let n = payload.len();
-        match n {
-            1 => self.out.push(0xd4),
-            2 => self.out.push(0xd5),
-            4 => self.out.push(0xd6),
-            8 => self.out.push(0xd7),
-            16 => self.out.push(0xd8),
-            _ if n <= u8::MAX as usize => self.out.extend_from_slice(&[0xc7, n as u8]),
-            _ if n <= u16::MAX as usize => {
-                self.out.push(0xc8);
-                self.out.extend_from_slice(&(n as u16).to_be_bytes());
-            }
-            _ => {
-                self.out.push(0xc9);
-                self.out.extend_from_slice(&(n as u32).to_be_bytes());
-            }
-        }
-        self.out.push(code as u8);
+        let _ = rmp::encode::write_ext_meta(self.out, payload.len() as u32, code);
         self.out.extend_from_slice(payload);
     }
 
