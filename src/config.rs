@@ -266,6 +266,7 @@ mod tests {
                 &["--worker-urls", "ipc:///tmp/sg/e0", "ipc:///tmp/sg/e0", "--model-path", "/m"],
                 "already claimed by worker ipc:///tmp/sg/e0",
             ),
+            (&["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/nonexistent/model"], "is not a local directory"),
         ];
         for (args, expected) in cases {
             let e = launch(args).unwrap_err();
