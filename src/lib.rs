@@ -8,6 +8,7 @@ pub mod error;
 pub mod gateway;
 pub mod http;
 pub mod limits;
+pub mod parsers;
 pub mod pipeline;
 pub mod shard;
 pub mod text;
