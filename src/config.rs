@@ -49,6 +49,12 @@ pub struct LaunchArgs {
     /// Model name clients send in `model` (default: the model path as given).
     #[arg(long = "served-model-name")]
     pub served_model_name: Option<String>,
+    /// Reasoning parser for the model (default: detected from the model name).
+    #[arg(long = "reasoning-parser")]
+    pub reasoning_parser: Option<String>,
+    /// Tool-call parser for the model (default: detected from the model name).
+    #[arg(long = "tool-call-parser")]
+    pub tool_call_parser: Option<String>,
     /// Data-parallel engines behind every `ipc://` worker URL.
     #[arg(long = "zmq-engine-count", default_value_t = 1, value_parser = parse_engine_count)]
     pub zmq_engine_count: usize,
@@ -121,6 +127,10 @@ pub struct Config {
     pub port: u16,
     pub shards: usize,
     pub health_check_interval_s: u64,
+    /// `--reasoning-parser`, a registered name.
+    pub reasoning_parser: Option<&'static str>,
+    /// `--tool-call-parser`, a registered name.
+    pub tool_call_parser: Option<&'static str>,
 }
 
 /// Available cores, for the default shard count.
@@ -186,6 +196,16 @@ impl Config {
             return Err("--health-check-interval-secs must be at least 1".into());
         }
         let served_model_name = a.served_model_name.clone().unwrap_or_else(|| model_path.display().to_string());
+        let reasoning_parser = match a.reasoning_parser.as_deref() {
+            Some(name) => {
+                Some(registered(name, crate::parsers::reasoning::reasoning_parser_names(), "reasoning parser")?)
+            }
+            None => None,
+        };
+        let tool_call_parser = match a.tool_call_parser.as_deref() {
+            Some(name) => Some(registered(name, crate::parsers::tool::tool_parser_names(), "tool-call parser")?),
+            None => None,
+        };
         Ok(Config {
             workers,
             model_path,
@@ -196,8 +216,15 @@ impl Config {
             port: a.port,
             shards,
             health_check_interval_s: a.health_check_interval_secs,
+            reasoning_parser,
+            tool_call_parser,
         })
     }
+}
+
+/// A parser name as registered (exact match), or the seed's startup error.
+fn registered(name: &str, names: &'static [&'static str], kind: &str) -> Result<&'static str, String> {
+    names.iter().copied().find(|n| *n == name).ok_or_else(|| format!("unknown {kind} '{name}'"))
 }
 
 fn parse_backend(b: &str, url: &str) -> Result<Backend, String> {
@@ -251,7 +278,7 @@ mod tests {
 
     #[test]
     fn startup_errors_use_the_seed_texts() {
-        let cases: [(&[&str], &str); 6] = [
+        let cases: [(&[&str], &str); 8] = [
             (&["--worker-urls", "http://x:8000", "--model-path", "/m"], "ZMQ worker URL must be ipc://<path>"),
             (&["--worker-urls", "ipc:///tmp/sg/e0"], "has no model identity"),
             (
@@ -267,6 +294,14 @@ mod tests {
                 "already claimed by worker ipc:///tmp/sg/e0",
             ),
             (&["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/nonexistent/model"], "is not a local directory"),
+            (
+                &["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/tmp", "--reasoning-parser", "deepseek-r1"],
+                "unknown reasoning parser 'deepseek-r1'",
+            ),
+            (
+                &["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/tmp", "--tool-call-parser", "qwen3"],
+                "unknown tool-call parser 'qwen3'",
+            ),
         ];
         for (args, expected) in cases {
             let e = launch(args).unwrap_err();

@@ -126,6 +126,8 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         port: args.port,
         shards: args.shards.unwrap_or_else(config::available_cores),
         health_check_interval_s: crate::limits::health_check_interval_s_default,
+        reasoning_parser: None,
+        tool_call_parser: None,
     };
     crate::gateway::run(config)
 }

@@ -34,6 +34,9 @@ fi
 .venv/bin/pip install -q -r tests/sdk/requirements.txt
 .venv/bin/python tests/sdk/test_openai_sdk.py target/release "$MODEL_DIR"
 
+step "every parser family end to end (OpenAI SDK, stream helper)"
+.venv/bin/python tests/sdk/test_parsers_e2e.py target/release "$MODEL_DIR"
+
 if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   step "differential test against a real vLLM engine"
   python3 tests/real_vllm/differential.py --cases "${SHARDGATE_REAL_VLLM_CASES:-basic}"

@@ -3,6 +3,7 @@
 //! token ids after a stop string), the finish reason, and what has been streamed so far.
 
 use super::params::OutputOptions;
+use super::parse::{OutputParser, ParsedDelta};
 use crate::engine::{FinishReason, Logprobs, StopReason, TokenEvent};
 use crate::text::detokenize::IncrementalDecoder;
 use crate::text::stops;
@@ -27,6 +28,9 @@ pub struct ChoiceState {
     pub cached_tokens: Option<u32>,
     /// Logprobs of the tokens not yet handed out (all of them when not streaming).
     pub pending_logprobs: Vec<TokenLogprob>,
+    /// The chat parse stage (reasoning, tool calls); `None` for plain text.
+    pub parser: Option<OutputParser>,
+    parser_finished: bool,
 }
 
 /// One generated token's logprob, with the top alternatives, as text.
@@ -69,6 +73,8 @@ impl ChoiceState {
             finish: None,
             cached_tokens: None,
             pending_logprobs: Vec::new(),
+            parser: None,
+            parser_finished: false,
         }
     }
 
@@ -102,6 +108,34 @@ impl ChoiceState {
             return Applied { finished: true, ..Default::default() };
         }
         Applied::default()
+    }
+
+    /// The next delta through the parse stage (plain text without one). The parse stage is
+    /// closed exactly once, with the last delta of a finished choice.
+    pub fn take_parsed_delta(&mut self, opts: &OutputOptions) -> ParsedDelta {
+        let finished = self.finish.is_some();
+        let text = self.take_delta(opts).to_string();
+        let Some(parser) = &mut self.parser else {
+            return ParsedDelta::text(text);
+        };
+        let mut delta = parser.push(&text);
+        if finished && !self.parser_finished {
+            self.parser_finished = true;
+            let tail = parser.finish();
+            delta.content.push_str(&tail.content);
+            delta.reasoning.push_str(&tail.reasoning);
+            delta.calls.extend(tail.calls);
+        }
+        delta
+    }
+
+    /// `finish_reason` as the client sees it: `tool_calls` when the model called tools.
+    pub fn finish_reason(&self) -> &'static str {
+        match &self.finish {
+            Some(f) if f.reason == "stop" && self.parser.as_ref().is_some_and(OutputParser::has_calls) => "tool_calls",
+            Some(f) => f.reason,
+            None => "stop",
+        }
     }
 
     fn push_logprobs(&mut self, tokenizer: &Tokenizer, lp: Logprobs) {

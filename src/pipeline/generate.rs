@@ -6,8 +6,9 @@ use std::future::poll_fn;
 use std::rc::Rc;
 use std::task::Poll;
 
-use super::choice::{ChoiceState, Finish, TokenLogprob};
+use super::choice::{ChoiceState, TokenLogprob};
 use super::params::RequestParams;
+use super::parse::{OutputParser, ParseSpec, ParsedDelta};
 use crate::engine::slot::SlotEvent;
 use crate::engine::zmq::connection::{EngineLink, Submission};
 use crate::engine::EngineRequest;
@@ -36,17 +37,17 @@ pub trait Format {
     /// Payloads that open a choice's stream (chat's role chunk, an echoed prompt); may push
     /// nothing.
     fn stream_open(&self, out: &mut Vec<String>, choice: u32, prompt: &Prompt);
-    /// A text delta (with its tokens' logprobs when requested).
+    /// A delta of a choice's output (with its tokens' logprobs when requested).
     fn stream_delta(
         &self,
         out: &mut Vec<String>,
         choice: &ChoiceState,
-        text: &str,
+        delta: &ParsedDelta,
         logprobs: &[TokenLogprob],
         usage: Option<&Usage>,
     );
-    /// The finishing chunk of a choice.
-    fn stream_finish(&self, out: &mut Vec<String>, choice: u32, finish: &Finish, usage: Option<&Usage>);
+    /// The finishing chunk of a finished choice.
+    fn stream_finish(&self, out: &mut Vec<String>, choice: &ChoiceState, usage: Option<&Usage>);
     /// The final usage-only chunk.
     fn stream_usage(&self, out: &mut Vec<String>, usage: &Usage);
     /// The complete non-streamed response.
@@ -61,6 +62,8 @@ pub struct Generation {
     pub link: Rc<EngineLink>,
     pub prompts: Vec<Prompt>,
     pub params: RequestParams,
+    /// The chat parse stage (inactive for completions).
+    pub parse: ParseSpec,
 }
 
 pub async fn run(g: Generation, format: &dyn Format, r: &mut Responder<'_>) {
@@ -103,8 +106,12 @@ async fn submit_all(
                 cache_salt: g.params.cache_salt.clone(),
                 priority: g.params.priority,
             };
+            let mut state = ChoiceState::new(index, &g.model.tokenizer, &prompt.token_ids, &g.params.output);
+            if g.parse.is_active() {
+                state.parser = Some(OutputParser::new(&g.parse)?);
+            }
             let sub = g.link.submit(&req).await.map_err(|f| f.to_api_error())?;
-            states.push(ChoiceState::new(index, &g.model.tokenizer, &prompt.token_ids, &g.params.output));
+            states.push(state);
             subs.push(Some(sub));
         }
     }
@@ -198,6 +205,10 @@ async fn collect(
             return;
         }
     }
+    for s in &mut states {
+        // One-shot through the parse stage: streamed and one-shot parsing agree.
+        s.take_parsed_delta(&g.params.output);
+    }
     let usage = usage_of(&states, prompt_tokens);
     let body = format.full(&states, &g.prompts, &usage);
     let _ = r.send_json(200, body.as_bytes()).await;
@@ -244,13 +255,12 @@ async fn stream(
             let usage = continuous.then(|| usage_of(&states, prompt_tokens));
             let state = &mut states[i];
             let logprobs = std::mem::take(&mut state.pending_logprobs);
-            let finished = state.finish.clone();
-            let delta = state.take_delta(opts).to_string();
+            let delta = state.take_parsed_delta(opts);
             if !delta.is_empty() || !logprobs.is_empty() {
                 format.stream_delta(&mut payloads, &states[i], &delta, &logprobs, usage.as_ref());
             }
-            if let Some(f) = finished {
-                format.stream_finish(&mut payloads, states[i].index, &f, usage.as_ref());
+            if states[i].is_finished() {
+                format.stream_finish(&mut payloads, &states[i], usage.as_ref());
             }
             next = try_next_any(&subs);
         }

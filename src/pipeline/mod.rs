@@ -1,5 +1,5 @@
 //! The serving pipeline, engine- and API-neutral: parameters → engine requests → per-choice
-//! output state → events for an API formatter.
+//! output state → parse stage (reasoning, tool calls) → events for an API formatter.
 //!
 //! Stages (the parent, `generate::run`, owns the control flow): `params` validates and builds
 //! sampling parameters; `conversation` normalises chat messages for the template; `choice`
@@ -11,5 +11,7 @@ pub mod choice;
 pub mod conversation;
 pub mod generate;
 pub mod params;
+pub mod parse;
+pub mod thinking;
 
 pub use generate::{Format, Prompt, Usage};

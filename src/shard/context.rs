@@ -12,9 +12,28 @@ use crate::text::template::ChatTemplate;
 use crate::text::ModelAssets;
 use crate::workers::Worker;
 
+/// The parsers that apply to the served model.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ParserChoice {
+    pub reasoning: Option<&'static str>,
+    pub tool: Option<&'static str>,
+}
+
+impl ParserChoice {
+    /// The gateway flag, else detection from the model name (seed 002, "Parser Selection").
+    pub fn resolve(config: &Config) -> Self {
+        let name = &config.served_model_name;
+        ParserChoice {
+            reasoning: config.reasoning_parser.or_else(|| crate::parsers::reasoning::detect_reasoning_parser(name)),
+            tool: config.tool_call_parser.or_else(|| crate::parsers::tool::detect_tool_parser(name)),
+        }
+    }
+}
+
 /// Shared by all shards; read-mostly.
 pub struct Shared {
     pub config: Config,
+    pub parsers: ParserChoice,
     pub shards: usize,
     pub workers: Vec<Arc<Worker>>,
     pub mailboxes: Vec<Mailbox>,
@@ -26,7 +45,15 @@ impl Shared {
     pub fn new(config: Config) -> Arc<Self> {
         let shards = config.shards;
         let workers = config.workers.iter().enumerate().map(|(i, w)| Arc::new(Worker::new(i, w.clone()))).collect();
+        let parsers = ParserChoice::resolve(&config);
+        tracing::info!(
+            "parsers for model {}: reasoning={}, tool-call={}",
+            config.served_model_name,
+            parsers.reasoning.unwrap_or("none"),
+            parsers.tool.unwrap_or("none")
+        );
         Arc::new(Shared {
+            parsers,
             shards,
             workers,
             mailboxes: (0..shards).map(|_| Mailbox::default()).collect(),

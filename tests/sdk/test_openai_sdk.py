@@ -6,42 +6,13 @@
 Starts the simulator and the gateway from TARGET_DIR (release binaries), then checks that the
 SDK streams every token, reads non-streamed answers and usage, raises the right exception
 classes for 400/404, and raises APIError for an error event mid-stream."""
-import json, os, socket, subprocess, sys, tempfile, time, urllib.request
+import os, sys, tempfile
 
 import openai
 
+from harness import Stack
+
 TEXT = "Streaming works: every token arrives, even 日本語 and emoji 🙂."
-
-
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
-
-
-def start(target, model_dir, work, script_text, extra_sim=()):
-    script = os.path.join(work, "script.jsonl")
-    with open(script, "w") as f:
-        f.write(json.dumps({"text": script_text}) + "\n")
-    url = f"ipc://{work}/engine"
-    port = free_port()
-    sim = subprocess.Popen([os.path.join(target, "shardgate-sim"), "--worker-url", url, "--model-path", model_dir,
-                            "--script", script, "--itl-ms", "2", "--ttft-ms", "5", *extra_sim],
-                           stderr=open(os.path.join(work, "sim.log"), "w"))
-    gw = subprocess.Popen([os.path.join(target, "shardgate"), "launch", "--worker-urls", url, "--model-path", model_dir,
-                           "--served-model-name", "sdk-model", "--host", "127.0.0.1", "--port", str(port),
-                           "--health-check-interval-secs", "1"],
-                          stderr=open(os.path.join(work, "gateway.log"), "w"))
-    deadline = time.time() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readiness", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except Exception:
-            pass
-        if time.time() > deadline:
-            raise SystemExit("gateway not ready")
-        time.sleep(0.05)
-    return port, [sim, gw]
 
 
 def main():
@@ -49,9 +20,8 @@ def main():
     print(f"openai SDK {openai.__version__}")
     failures = 0
     with tempfile.TemporaryDirectory(prefix="sg-sdk-") as work:
-        port, procs = start(target, model_dir, work, TEXT)
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
-        try:
+        with Stack(target, model_dir, os.path.join(work, "ok"), TEXT) as stack:
+            client = openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
             for name, fn in TESTS:
                 try:
                     fn(client)
@@ -59,23 +29,16 @@ def main():
                 except Exception as e:  # noqa: BLE001 - report and continue
                     failures += 1
                     print(f"FAIL {name}: {type(e).__name__}: {e}")
-        finally:
-            for p in procs:
-                p.kill(); p.wait()
         # A stream whose engine dies mid-way: the SDK raises APIError from the error event.
-        os.makedirs(os.path.join(work, "die"), exist_ok=True)
-        port, procs = start(target, model_dir, os.path.join(work, "die"), TEXT * 50,
-                            ["--fault", "die@2", "--itl-ms", "20"])
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
-        try:
-            stream_error_raises(client, port)
-            print("ok   stream_error_raises")
-        except Exception as e:  # noqa: BLE001
-            failures += 1
-            print(f"FAIL stream_error_raises: {type(e).__name__}: {e}")
-        finally:
-            for p in procs:
-                p.kill(); p.wait()
+        with Stack(target, model_dir, os.path.join(work, "die"), TEXT * 50,
+                   sim_args=["--fault", "die@2", "--itl-ms", "20"]) as stack:
+            client = openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
+            try:
+                stream_error_raises(client)
+                print("ok   stream_error_raises")
+            except Exception as e:  # noqa: BLE001
+                failures += 1
+                print(f"FAIL stream_error_raises: {type(e).__name__}: {e}")
     print(f"{len(TESTS) + 1 - failures}/{len(TESTS) + 1} SDK checks passed")
     sys.exit(1 if failures else 0)
 
@@ -133,7 +96,7 @@ def errors_map_to_sdk_exceptions(client):
         assert e.status_code == 404, e
 
 
-def stream_error_raises(client, port):
+def stream_error_raises(client):
     client.chat.completions.create(model="sdk-model", messages=[{"role": "user", "content": "warm"}], max_tokens=2)
     stream = client.chat.completions.create(model="sdk-model", messages=[{"role": "user", "content": "hi"}],
                                             stream=True, max_tokens=2000)

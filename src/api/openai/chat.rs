@@ -3,13 +3,15 @@
 use std::rc::Rc;
 
 use super::render::{push_chat_logprobs, push_header, push_stop_reason, push_usage};
+use super::tools::{self, ToolChoice};
 use crate::api::fields::Fields;
 use crate::error::ApiError;
 use crate::http::response::Responder;
-use crate::pipeline::choice::{ChoiceState, Finish, TokenLogprob};
+use crate::pipeline::choice::{ChoiceState, TokenLogprob};
 use crate::pipeline::generate::Generation;
 use crate::pipeline::params::{self, Endpoint};
-use crate::pipeline::{conversation, generate, Format, Prompt, Usage};
+use crate::pipeline::parse::{ParseSpec, ParsedDelta};
+use crate::pipeline::{conversation, generate, thinking, Format, Prompt, Usage};
 use crate::shard::ShardCtx;
 use crate::text::template::RenderInput;
 use crate::util::json::push_str;
@@ -38,24 +40,31 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, ChatFormat), 
             "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
         ));
     }
-    let params = params::parse(&f, Endpoint::Chat, &model)?;
-    f.array("tools")?;
+    let mut params = params::parse(&f, Endpoint::Chat, &model)?;
+    let tools = tools::parse_tools(&f)?;
+    let tool_choice = tools::parse_tool_choice(&f, &tools)?;
+    let template_source = model.chat_template.as_deref().unwrap_or("");
+    let mut kwargs = f.object("chat_template_kwargs")?.cloned().unwrap_or_default();
+    let thinking_on = thinking::apply(&f, template_source, &mut kwargs)?;
     let mut extra: Vec<(String, serde_json::Value)> =
         model.special_tokens.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
-    if let Some(kwargs) = f.object("chat_template_kwargs")? {
-        extra.extend(kwargs.iter().map(|(k, v)| (k.clone(), v.clone())));
-    }
+    extra.extend(kwargs);
     let template = ctx.chat_template(&model).map_err(ApiError::bad_request)?;
     let prompt_text = template
         .render(&RenderInput {
             messages: &conversation,
-            tools: f.get("tools"),
+            tools: f.get("tools").filter(|_| !tools.is_empty()),
             documents: f.get("documents"),
             add_generation_prompt,
             continue_final_message,
             extra: &extra,
         })
         .map_err(|e| ApiError::bad_request(e).with_param("messages"))?;
+    let parse = parse_spec(ctx, &f, &model.served_name, tools, &tool_choice, thinking_on, &conversation)?;
+    if parse.tool_parser.is_some() || parse.reasoning_parser == Some("inkling") {
+        // The parser needs to see its trigger tokens.
+        params.output.skip_special_tokens = false;
+    }
     let ids = model.tokenizer.encode(&prompt_text, false).map_err(ApiError::internal)?;
     let link = ctx.pick_link().ok_or_else(|| ApiError::unavailable("no healthy worker is available"))?;
     params::check_prompt_len(ids.len(), link.max_model_len(), "messages")?;
@@ -74,8 +83,34 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, ChatFormat), 
         link,
         prompts: vec![Prompt { token_ids: Rc::from(ids), text: None }],
         params,
+        parse,
     };
     Ok((g, format))
+}
+
+/// The parse stage this request gets: the model's reasoning parser (unless reasoning
+/// separation is off), and its tool-call parser when tools may be called.
+fn parse_spec(
+    ctx: &ShardCtx,
+    f: &Fields<'_>,
+    model_name: &str,
+    tools: Vec<crate::parsers::tool::ToolSpec>,
+    tool_choice: &ToolChoice,
+    thinking_on: bool,
+    conversation: &serde_json::Value,
+) -> Result<ParseSpec, ApiError> {
+    let parsers = ctx.shared.parsers;
+    let separate_reasoning = f.bool("separate_reasoning")?.unwrap_or(true);
+    let tool_parser = if *tool_choice == ToolChoice::None || tools.is_empty() { None } else { parsers.tool };
+    Ok(ParseSpec {
+        reasoning_parser: parsers.reasoning,
+        tool_parser,
+        tools,
+        force_reasoning_start: thinking_on,
+        separate_reasoning,
+        model_name: model_name.to_string(),
+        prior_tool_calls: tools::prior_tool_calls(conversation),
+    })
 }
 
 /// Renders chat completion responses and chunks.
@@ -88,7 +123,65 @@ pub struct ChatFormat {
     logprobs: bool,
 }
 
+/// A non-streamed assistant message: content (null when only tool calls came back),
+/// `reasoning_content` when there was reasoning, `tool_calls` when there were calls.
+fn push_message(s: &mut String, c: &ChoiceState) {
+    let (content, reasoning, calls) = match &c.parser {
+        Some(p) => (p.parsed.content.as_str(), p.parsed.reasoning.as_str(), p.parsed.calls.as_slice()),
+        None => (c.text.as_str(), "", &[][..]),
+    };
+    s.push_str("{\"role\":\"assistant\",\"content\":");
+    if !calls.is_empty() && content.trim().is_empty() {
+        s.push_str("null");
+    } else {
+        push_str(s, content);
+    }
+    if !reasoning.is_empty() {
+        s.push_str(",\"reasoning_content\":");
+        push_str(s, reasoning);
+    }
+    if !calls.is_empty() {
+        s.push_str(",\"tool_calls\":[");
+        for (i, call) in calls.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str("{\"id\":");
+            push_str(s, &call.id);
+            s.push_str(",\"type\":\"function\",\"function\":{\"name\":");
+            push_str(s, &call.name);
+            s.push_str(",\"arguments\":");
+            push_str(s, &call.arguments);
+            s.push_str("}}");
+        }
+        s.push(']');
+    }
+    s.push('}');
+}
+
 impl ChatFormat {
+    /// A chunk whose delta is one text field.
+    fn delta_chunk(
+        &self,
+        choice: u32,
+        field: &str,
+        text: &str,
+        logprobs: &[TokenLogprob],
+        usage: Option<&Usage>,
+    ) -> String {
+        let mut s = String::with_capacity(160 + text.len());
+        self.chunk_open(&mut s, choice);
+        s.push_str("\"delta\":{\"");
+        s.push_str(field);
+        s.push_str("\":");
+        push_str(&mut s, text);
+        s.push_str("},");
+        self.push_logprobs(&mut s, logprobs);
+        s.push_str(",\"finish_reason\":null");
+        self.chunk_close(&mut s, usage);
+        s
+    }
+
     /// `{"id":…,"object":"chat.completion.chunk",…,"choices":[{"index":i,` (open).
     fn chunk_open(&self, out: &mut String, choice: u32) {
         out.push('{');
@@ -137,28 +230,48 @@ impl Format for ChatFormat {
         &self,
         out: &mut Vec<String>,
         choice: &ChoiceState,
-        text: &str,
+        delta: &ParsedDelta,
         logprobs: &[TokenLogprob],
         usage: Option<&Usage>,
     ) {
-        let mut s = String::with_capacity(160 + text.len());
-        self.chunk_open(&mut s, choice.index);
-        s.push_str("\"delta\":{\"content\":");
-        push_str(&mut s, text);
-        s.push_str("},");
-        self.push_logprobs(&mut s, logprobs);
-        s.push_str(",\"finish_reason\":null");
-        self.chunk_close(&mut s, usage);
-        out.push(s);
+        if !delta.reasoning.is_empty() {
+            out.push(self.delta_chunk(choice.index, "reasoning_content", &delta.reasoning, &[], usage));
+        }
+        if !delta.content.is_empty() || (!logprobs.is_empty() && delta.calls.is_empty()) {
+            out.push(self.delta_chunk(choice.index, "content", &delta.content, logprobs, usage));
+        }
+        // One tool-call delta per chunk; id, type and name only on a call's first piece.
+        for call in &delta.calls {
+            let mut s = String::with_capacity(192 + call.arguments.len());
+            self.chunk_open(&mut s, choice.index);
+            s.push_str("\"delta\":{\"tool_calls\":[{\"index\":");
+            crate::util::json::push_int(&mut s, call.index);
+            if let Some(id) = &call.id {
+                s.push_str(",\"id\":");
+                push_str(&mut s, id);
+                s.push_str(",\"type\":\"function\"");
+            }
+            s.push_str(",\"function\":{");
+            if let Some(name) = &call.name {
+                s.push_str("\"name\":");
+                push_str(&mut s, name);
+                s.push(',');
+            }
+            s.push_str("\"arguments\":");
+            push_str(&mut s, &call.arguments);
+            s.push_str("}}]},\"logprobs\":null,\"finish_reason\":null");
+            self.chunk_close(&mut s, usage);
+            out.push(s);
+        }
     }
 
-    fn stream_finish(&self, out: &mut Vec<String>, choice: u32, finish: &Finish, usage: Option<&Usage>) {
+    fn stream_finish(&self, out: &mut Vec<String>, choice: &ChoiceState, usage: Option<&Usage>) {
         let mut s = String::with_capacity(192);
-        self.chunk_open(&mut s, choice);
+        self.chunk_open(&mut s, choice.index);
         s.push_str("\"delta\":{},\"logprobs\":null,\"finish_reason\":");
-        push_str(&mut s, finish.reason);
+        push_str(&mut s, choice.finish_reason());
         s.push(',');
-        push_stop_reason(&mut s, finish.stop_reason.as_ref());
+        push_stop_reason(&mut s, choice.finish.as_ref().and_then(|f| f.stop_reason.as_ref()));
         self.chunk_close(&mut s, usage);
         out.push(s);
     }
@@ -184,15 +297,14 @@ impl Format for ChatFormat {
             }
             s.push_str("{\"index\":");
             crate::util::json::push_int(&mut s, c.index);
-            s.push_str(",\"message\":{\"role\":\"assistant\",\"content\":");
-            push_str(&mut s, &c.text);
-            s.push_str("},");
+            s.push_str(",\"message\":");
+            push_message(&mut s, c);
+            s.push(',');
             self.push_logprobs(&mut s, &c.pending_logprobs);
             s.push_str(",\"finish_reason\":");
-            let finish = c.finish.as_ref();
-            push_str(&mut s, finish.map_or("stop", |f| f.reason));
+            push_str(&mut s, c.finish_reason());
             s.push(',');
-            push_stop_reason(&mut s, finish.and_then(|f| f.stop_reason.as_ref()));
+            push_stop_reason(&mut s, c.finish.as_ref().and_then(|f| f.stop_reason.as_ref()));
             s.push('}');
         }
         s.push_str("],\"usage\":");

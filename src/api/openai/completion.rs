@@ -13,6 +13,7 @@ use crate::limits;
 use crate::pipeline::choice::{ChoiceState, Finish, TokenLogprob};
 use crate::pipeline::generate::Generation;
 use crate::pipeline::params::{self, Endpoint};
+use crate::pipeline::parse::{ParseSpec, ParsedDelta};
 use crate::pipeline::{generate, Format, Prompt, Usage};
 use crate::shard::ShardCtx;
 use crate::text::ModelAssets;
@@ -52,7 +53,8 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, CompletionFor
         echo: params.output.echo,
         n: params.n,
     };
-    Ok((Generation { shard: ctx.index, response_id, model, link, prompts, params }, format))
+    let parse = ParseSpec::default();
+    Ok((Generation { shard: ctx.index, response_id, model, link, prompts, params, parse }, format))
 }
 
 /// Token-id prompts are validated against the vocabulary: an out-of-range id reaching the
@@ -170,15 +172,15 @@ impl Format for CompletionFormat {
         &self,
         out: &mut Vec<String>,
         choice: &ChoiceState,
-        text: &str,
+        delta: &ParsedDelta,
         logprobs: &[TokenLogprob],
         usage: Option<&Usage>,
     ) {
-        out.push(self.chunk(choice.index, text, Some(logprobs), None, usage));
+        out.push(self.chunk(choice.index, &delta.content, Some(logprobs), None, usage));
     }
 
-    fn stream_finish(&self, out: &mut Vec<String>, choice: u32, finish: &Finish, usage: Option<&Usage>) {
-        out.push(self.chunk(choice, "", None, Some(finish), usage));
+    fn stream_finish(&self, out: &mut Vec<String>, choice: &ChoiceState, usage: Option<&Usage>) {
+        out.push(self.chunk(choice.index, "", None, choice.finish.as_ref(), usage));
     }
 
     fn stream_usage(&self, out: &mut Vec<String>, usage: &Usage) {

@@ -8,3 +8,4 @@ pub mod completion;
 pub mod models;
 pub mod render;
 pub mod tokenize;
+pub mod tools;

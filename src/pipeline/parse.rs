@@ -1,0 +1,178 @@
+//! The chat output parse stage: reasoning split, then tool-call extraction, per choice.
+//!
+//! Text flows decoded delta → reasoning parser → (reasoning, content) → tool-call parser →
+//! (content, calls). The stage gives every call its id on its first delta and keeps the
+//! whole result for non-streamed responses. Completions have no parse stage.
+
+use crate::error::ApiError;
+use crate::parsers::reasoning::{create_reasoning_parser, ReasoningParser};
+use crate::parsers::tool::{create_tool_parser, tool_call_id, ToolParser, ToolSpec};
+
+/// What a request asks of the parse stage.
+#[derive(Debug, Clone, Default)]
+pub struct ParseSpec {
+    pub reasoning_parser: Option<&'static str>,
+    /// Set only when the request has tools and `tool_choice` is not `none`.
+    pub tool_parser: Option<&'static str>,
+    pub tools: Vec<ToolSpec>,
+    /// Thinking is on for this request: the reasoning parser starts in reasoning.
+    pub force_reasoning_start: bool,
+    /// `separate_reasoning: false` keeps reasoning text in `content`.
+    pub separate_reasoning: bool,
+    /// For tool-call ids (Kimi formats count calls across the conversation).
+    pub model_name: String,
+    pub prior_tool_calls: usize,
+}
+
+impl ParseSpec {
+    pub fn is_active(&self) -> bool {
+        self.reasoning_parser.is_some() || self.tool_parser.is_some()
+    }
+}
+
+/// One piece of a call as the API sends it: the first piece carries id and name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallDelta {
+    pub index: usize,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub arguments: String,
+}
+
+/// What one step of the stage produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ParsedDelta {
+    pub content: String,
+    pub reasoning: String,
+    pub calls: Vec<CallDelta>,
+}
+
+impl ParsedDelta {
+    pub fn is_empty(&self) -> bool {
+        self.content.is_empty() && self.reasoning.is_empty() && self.calls.is_empty()
+    }
+
+    /// Plain text, for choices without a parse stage.
+    pub fn text(content: String) -> Self {
+        ParsedDelta { content, ..Default::default() }
+    }
+}
+
+/// A whole call, for non-streamed responses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// The accumulated parse result of a choice.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Parsed {
+    pub content: String,
+    pub reasoning: String,
+    pub calls: Vec<ToolCall>,
+}
+
+pub struct OutputParser {
+    reasoning: Option<Box<dyn ReasoningParser>>,
+    tool: Option<Box<dyn ToolParser>>,
+    separate_reasoning: bool,
+    model_name: String,
+    first_call_number: usize,
+    pub parsed: Parsed,
+}
+
+impl OutputParser {
+    pub fn new(spec: &ParseSpec) -> Result<Self, ApiError> {
+        let reasoning = match spec.reasoning_parser {
+            Some(name) => Some(
+                create_reasoning_parser(name, spec.force_reasoning_start)
+                    .map_err(|e| ApiError::internal(e.to_string()))?,
+            ),
+            None => None,
+        };
+        let tool = match spec.tool_parser {
+            Some(name) => Some(create_tool_parser(name, &spec.tools).map_err(|e| ApiError::internal(e.to_string()))?),
+            None => None,
+        };
+        Ok(OutputParser {
+            reasoning,
+            tool,
+            separate_reasoning: spec.separate_reasoning,
+            model_name: spec.model_name.clone(),
+            first_call_number: spec.prior_tool_calls,
+            parsed: Parsed::default(),
+        })
+    }
+
+    pub fn has_calls(&self) -> bool {
+        !self.parsed.calls.is_empty()
+    }
+
+    pub fn push(&mut self, text: &str) -> ParsedDelta {
+        let (reasoning, content) = match &mut self.reasoning {
+            Some(r) => {
+                let d = r.push(text);
+                (d.reasoning, d.content)
+            }
+            None => (String::new(), text.to_string()),
+        };
+        self.after_reasoning(reasoning, content, false)
+    }
+
+    /// Ends the stream: releases what every parser held back.
+    pub fn finish(&mut self) -> ParsedDelta {
+        let (reasoning, content) = match &mut self.reasoning {
+            Some(r) => {
+                let d = r.finish();
+                (d.reasoning, d.content)
+            }
+            None => (String::new(), String::new()),
+        };
+        self.after_reasoning(reasoning, content, true)
+    }
+
+    fn after_reasoning(&mut self, reasoning: String, content: String, last: bool) -> ParsedDelta {
+        let mut out = ParsedDelta::default();
+        if self.separate_reasoning {
+            out.reasoning = reasoning;
+        } else {
+            out.content.push_str(&reasoning);
+        }
+        match &mut self.tool {
+            Some(t) => {
+                let mut d = t.push(&content);
+                if last {
+                    let tail = t.finish();
+                    d.content.push_str(&tail.content);
+                    d.calls.extend(tail.calls);
+                }
+                out.content.push_str(&d.content);
+                for call in d.calls {
+                    out.calls.push(self.track_call(call.index, call.name, call.arguments));
+                }
+            }
+            None => out.content.push_str(&content),
+        }
+        self.parsed.content.push_str(&out.content);
+        self.parsed.reasoning.push_str(&out.reasoning);
+        out
+    }
+
+    /// Records a call piece; the first piece of a call gets the call's id.
+    fn track_call(&mut self, index: usize, name: Option<String>, arguments: String) -> CallDelta {
+        let mut id = None;
+        if index >= self.parsed.calls.len() {
+            debug_assert_eq!(index, self.parsed.calls.len(), "tool calls must arrive in index order");
+            let fname = name.clone().unwrap_or_default();
+            let call_id = tool_call_id(&self.model_name, &fname, self.first_call_number + index);
+            self.parsed.calls.push(ToolCall { id: call_id.clone(), name: fname, arguments: String::new() });
+            id = Some(call_id);
+        }
+        if let Some(call) = self.parsed.calls.get_mut(index) {
+            call.arguments.push_str(&arguments);
+        }
+        CallDelta { index, id, name, arguments }
+    }
+}

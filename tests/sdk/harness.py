@@ -1,0 +1,55 @@
+"""Starts shardgate-sim (scripted) and shardgate for Python client tests; stdlib only."""
+import json, os, socket, subprocess, time, urllib.request
+
+
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+
+
+class Stack:
+    """A scripted simulator behind a gateway; use as a context manager."""
+
+    def __init__(self, target, model_dir, work, script_text, sim_args=(), gateway_args=(), served="sdk-model"):
+        os.makedirs(work, exist_ok=True)
+        script = os.path.join(work, "script.jsonl")
+        with open(script, "w") as f:
+            f.write(json.dumps({"text": script_text}) + "\n")
+        url = f"ipc://{work}/engine"
+        self.port = free_port()
+        self.served = served
+        self.work = work
+        self.procs = [
+            subprocess.Popen([os.path.join(target, "shardgate-sim"), "--worker-url", url, "--model-path", model_dir,
+                              "--script", script, "--itl-ms", "1", "--ttft-ms", "2", *sim_args],
+                             stderr=open(os.path.join(work, "sim.log"), "w")),
+            subprocess.Popen([os.path.join(target, "shardgate"), "launch", "--worker-urls", url,
+                              "--model-path", model_dir, "--served-model-name", served, "--host", "127.0.0.1",
+                              "--port", str(self.port), "--health-check-interval-secs", "1", *gateway_args],
+                             stderr=open(os.path.join(work, "gateway.log"), "w")),
+        ]
+        deadline = time.time() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readiness", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except Exception:
+                pass
+            if time.time() > deadline:
+                self.close()
+                raise RuntimeError(f"gateway not ready; see {work}")
+            time.sleep(0.02)
+
+    @property
+    def base_url(self):
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def close(self):
+        for p in self.procs:
+            p.kill(); p.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
