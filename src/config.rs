@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::limits;
+use crate::text::tokenizer::cache::CacheConfig;
 
 #[derive(Parser, Debug)]
 #[command(name = "shardgate", version, about = "Thread-per-core LLM serving gateway")]
@@ -17,7 +18,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Serve the OpenAI API in front of headless engines (`ipc://` ZMQ workers).
-    Launch(LaunchArgs),
+    Launch(Box<LaunchArgs>),
     /// Run the embedded default: the engine simulator plus the gateway on a real tokenizer.
     Demo(DemoArgs),
 }
@@ -70,6 +71,23 @@ pub struct LaunchArgs {
     /// Seconds between health probes (a probe re-binds a worker whose engine was lost).
     #[arg(long = "health-check-interval-secs", default_value_t = limits::health_check_interval_s_default)]
     pub health_check_interval_secs: u64,
+    /// Per-shard cache of exact prompts → token ids.
+    #[arg(long = "tokenizer-cache-enable-l0")]
+    pub tokenizer_cache_enable_l0: bool,
+    #[arg(long = "tokenizer-cache-l0-max-entries", default_value_t = limits::tokenizer_cache_l0_entries_max_default)]
+    pub tokenizer_cache_l0_max_entries: usize,
+    /// Bytes per shard for L0.
+    #[arg(long = "tokenizer-cache-l0-max-memory", default_value_t = limits::tokenizer_cache_l0_bytes_max_default)]
+    pub tokenizer_cache_l0_max_memory: usize,
+    /// Per-shard cache of prompt prefixes (at special-token boundaries) → token ids.
+    #[arg(long = "tokenizer-cache-enable-l1")]
+    pub tokenizer_cache_enable_l1: bool,
+    /// Bytes per shard for L1.
+    #[arg(long = "tokenizer-cache-l1-max-memory", default_value_t = limits::tokenizer_cache_l1_bytes_max_default)]
+    pub tokenizer_cache_l1_max_memory: usize,
+    /// `auto`: sampling defaults from the model's generation_config.json; `vllm`: vLLM's own.
+    #[arg(long = "generation-config", default_value = "auto", value_parser = ["auto", "vllm"])]
+    pub generation_config: String,
     /// Accepted for compatibility; ZMQ workers keep health checks on (they reconnect engines).
     #[arg(long = "disable-health-check")]
     pub disable_health_check: bool,
@@ -131,6 +149,9 @@ pub struct Config {
     pub reasoning_parser: Option<&'static str>,
     /// `--tool-call-parser`, a registered name.
     pub tool_call_parser: Option<&'static str>,
+    pub tokenizer_cache: CacheConfig,
+    /// `--generation-config auto`: apply the model's sampling defaults.
+    pub use_generation_config: bool,
 }
 
 /// Available cores, for the default shard count.
@@ -218,6 +239,14 @@ impl Config {
             health_check_interval_s: a.health_check_interval_secs,
             reasoning_parser,
             tool_call_parser,
+            tokenizer_cache: CacheConfig {
+                l0_enabled: a.tokenizer_cache_enable_l0,
+                l0_bytes_max: a.tokenizer_cache_l0_max_memory,
+                l0_entries_max: a.tokenizer_cache_l0_max_entries,
+                l1_enabled: a.tokenizer_cache_enable_l1,
+                l1_bytes_max: a.tokenizer_cache_l1_max_memory,
+            },
+            use_generation_config: a.generation_config == "auto",
         })
     }
 }

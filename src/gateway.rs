@@ -14,6 +14,7 @@ pub fn run(config: Config) -> Result<(), String> {
         tokenizer_path: shared.config.tokenizer_path.clone(),
         chat_template: shared.config.chat_template.clone(),
         served_name: shared.config.served_model_name.clone(),
+        use_generation_config: shared.config.use_generation_config,
     };
     {
         let shared = shared.clone();

@@ -63,6 +63,11 @@ pub const prompts_per_request_max: usize = 1024;
 /// Requests: JSON nesting depth accepted in a request body.
 pub const json_depth_max: usize = 128;
 
+/// Tokenizer caches (per shard): L0 exact prompts, L1 prefixes at special-token boundaries.
+pub const tokenizer_cache_l0_bytes_max_default: usize = 64 * 1024 * 1024;
+pub const tokenizer_cache_l0_entries_max_default: usize = 10_000;
+pub const tokenizer_cache_l1_bytes_max_default: usize = 64 * 1024 * 1024;
+
 /// Gateway defaults.
 pub const http_port_default: u16 = 30000;
 pub const metrics_port_default: u16 = 29000;

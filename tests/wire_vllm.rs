@@ -127,8 +127,12 @@ fn logprobs_decode_with_top_k() {
 
 #[test]
 fn other_cases_decode() {
-    // Prompt logprobs (torch tensors, skipped) and a seeded request decode cleanly.
-    assert!(!outputs("prompt_logprobs").is_empty());
+    // Prompt logprobs arrive as torch tensors ("int32"/"float32"): prompt [1,2,3,4] with
+    // prompt_logprobs=2 scores positions 1..4, each with the actual token first and 2 more.
+    let plp = outputs("prompt_logprobs");
+    let rows = &plp[0].prompt_logprobs.as_ref().expect("prompt logprobs on the first output").rows;
+    assert_eq!(rows.iter().map(|r| r.token_id).collect::<Vec<_>>(), vec![2, 3, 4]);
+    assert!(rows.iter().all(|r| r.top.len() == 2 && r.logprob <= 0.0 && r.rank >= 1));
     assert_eq!(outputs("seeded").last().unwrap().finish, Some(FinishReason::Length));
     let err = outputs("error");
     assert_eq!(err[0].finish, Some(FinishReason::Error));

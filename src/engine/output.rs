@@ -50,6 +50,9 @@ pub struct LogprobRow {
 pub struct TokenEvent {
     pub token_ids: Vec<u32>,
     pub logprobs: Option<Logprobs>,
+    /// Logprobs of prompt positions completed by this step's prefill chunk: row j scores the
+    /// prompt token after the rows already delivered (the first prompt token has none).
+    pub prompt_logprobs: Option<Logprobs>,
     /// Set on the request's last event.
     pub finish: Option<FinishReason>,
     pub stop_reason: Option<StopReason>,

@@ -31,20 +31,27 @@ pub struct ChoiceState {
     /// The chat parse stage (reasoning, tool calls); `None` for plain text.
     pub parser: Option<OutputParser>,
     parser_finished: bool,
+    logprob_context: Vec<u32>,
+    /// Completions echo with logprobs: the prompt's logprobs, first token unscored.
+    pub prompt_logprobs: Vec<TokenLogprob>,
+    prompt_context: std::collections::VecDeque<u32>,
+    first_prompt_token: u32,
 }
 
-/// One generated token's logprob, with the top alternatives, as text.
+/// One generated token's logprob and its position's alternatives, as text. `alternatives`
+/// is vLLM's per-position dict in order: the sampled token first, then the engine's top-k,
+/// each id once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TokenLogprob {
     pub token: String,
-    pub logprob: f32,
-    pub top: Vec<(String, f32)>,
+    /// `None` for the first prompt token, which no model scores.
+    pub logprob: Option<f32>,
+    pub alternatives: Vec<(String, f32)>,
 }
 
-/// A token as text on its own (vLLM decodes each id separately for logprobs).
-fn token_text(tokenizer: &Tokenizer, id: u32) -> String {
-    tokenizer.decode(&[id], false).unwrap_or_default()
-}
+/// Preceding sampled tokens used to complete a token that ends in half a UTF-8 character
+/// (four bytes is the longest character).
+const LOGPROB_CONTEXT_TOKENS: usize = 4;
 
 /// What an engine event did to a choice.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -75,6 +82,10 @@ impl ChoiceState {
             pending_logprobs: Vec::new(),
             parser: None,
             parser_finished: false,
+            logprob_context: Vec::new(),
+            prompt_logprobs: Vec::new(),
+            prompt_context: std::collections::VecDeque::new(),
+            first_prompt_token: prompt.first().copied().unwrap_or(0),
         }
     }
 
@@ -93,6 +104,9 @@ impl ChoiceState {
                 finished: true,
                 ..Default::default()
             };
+        }
+        if let Some(lp) = ev.prompt_logprobs {
+            self.push_prompt_logprobs(tokenizer, lp, self.first_prompt_token);
         }
         if let Some(lp) = ev.logprobs {
             self.push_logprobs(tokenizer, lp);
@@ -140,11 +154,51 @@ impl ChoiceState {
 
     fn push_logprobs(&mut self, tokenizer: &Tokenizer, lp: Logprobs) {
         for row in lp.rows {
-            self.pending_logprobs.push(TokenLogprob {
-                token: token_text(tokenizer, row.token_id),
-                logprob: row.logprob,
-                top: row.top.iter().map(|&(id, l)| (token_text(tokenizer, id), l)).collect(),
+            // Context: the sampled tokens before this position (all of them have logprobs).
+            let context = &self.logprob_context[..];
+            let token = tokenizer.logprob_token_text(row.token_id, context);
+            let mut seen = vec![row.token_id];
+            let mut alternatives = vec![(token.clone(), row.logprob)];
+            for &(id, l) in &row.top {
+                if !seen.contains(&id) {
+                    seen.push(id);
+                    alternatives.push((tokenizer.logprob_token_text(id, context), l));
+                }
+            }
+            self.pending_logprobs.push(TokenLogprob { token, logprob: Some(row.logprob), alternatives });
+            if self.logprob_context.len() == LOGPROB_CONTEXT_TOKENS {
+                self.logprob_context.remove(0);
+            }
+            self.logprob_context.push(row.token_id);
+        }
+    }
+
+    /// Prompt logprobs (completions echo): the first prompt token unscored, then each scored
+    /// position; a position's context is the scored prompt tokens before it, as vLLM takes it.
+    fn push_prompt_logprobs(&mut self, tokenizer: &Tokenizer, lp: Logprobs, first_prompt_token: u32) {
+        if self.prompt_logprobs.is_empty() {
+            self.prompt_logprobs.push(TokenLogprob {
+                token: tokenizer.decode_like_transformers(&[first_prompt_token]),
+                logprob: None,
+                alternatives: Vec::new(),
             });
+        }
+        for row in lp.rows {
+            let scored: Vec<u32> = self.prompt_context.iter().copied().collect();
+            let token = tokenizer.logprob_token_text(row.token_id, &scored);
+            let mut seen = vec![row.token_id];
+            let mut alternatives = vec![(token.clone(), row.logprob)];
+            for &(id, l) in &row.top {
+                if !seen.contains(&id) {
+                    seen.push(id);
+                    alternatives.push((tokenizer.logprob_token_text(id, &scored), l));
+                }
+            }
+            self.prompt_logprobs.push(TokenLogprob { token, logprob: Some(row.logprob), alternatives });
+            if self.prompt_context.len() == LOGPROB_CONTEXT_TOKENS {
+                self.prompt_context.pop_front();
+            }
+            self.prompt_context.push_back(row.token_id);
         }
     }
 

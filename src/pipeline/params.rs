@@ -173,11 +173,16 @@ pub fn parse(f: &Fields<'_>, endpoint: Endpoint, model: &ModelAssets) -> Result<
     dedup_in_order(&mut stop_token_ids);
     output.logprobs = parse_logprobs(f, endpoint)?;
     s.logprobs = output.logprobs.map(|k| k as i32);
-    if let Some(p) = f.i64("prompt_logprobs")? {
-        if stream && (p > 0 || p == -1) {
-            return Err(bad("prompt_logprobs", "`prompt_logprobs` are not available when `stream=True`.".into()));
-        }
-        return Err(bad("prompt_logprobs", "prompt_logprobs are not supported by this gateway yet".into()));
+    if f.has("prompt_logprobs") {
+        // Only the completions echo path returns prompt logprobs (as vLLM does with echo).
+        return Err(bad(
+            "prompt_logprobs",
+            "prompt_logprobs is not supported by this gateway; use echo with logprobs on /v1/completions".into(),
+        ));
+    }
+    if endpoint == Endpoint::Completion && output.echo {
+        // vLLM: echo with logprobs scores the prompt too.
+        s.prompt_logprobs = output.logprobs.map(|k| k as i32);
     }
     s.logit_bias = parse_logit_bias(f, vocab)?;
     s.allowed_token_ids = match token_ids_in_vocab(f, "allowed_token_ids", vocab)? {

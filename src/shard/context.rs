@@ -9,6 +9,7 @@ use super::mailbox::{Mailbox, ShardMsg};
 use crate::config::Config;
 use crate::engine::zmq::connection::EngineLink;
 use crate::text::template::ChatTemplate;
+use crate::text::tokenizer::cache::{CacheStats, TokenizerCache};
 use crate::text::ModelAssets;
 use crate::workers::Worker;
 
@@ -80,6 +81,7 @@ pub struct ShardCtx {
     /// This shard's connection to each worker, by worker index (`None` until attached).
     links: RefCell<Vec<Option<Rc<EngineLink>>>>,
     template: OnceCell<Result<Rc<ChatTemplate>, String>>,
+    tokenizer_cache: RefCell<Option<TokenizerCache>>,
     next_worker: std::cell::Cell<usize>,
 }
 
@@ -91,6 +93,7 @@ impl ShardCtx {
             shared,
             links: RefCell::new(vec![None; n]),
             template: OnceCell::new(),
+            tokenizer_cache: RefCell::new(None),
             next_worker: std::cell::Cell::new(0),
         })
     }
@@ -123,6 +126,25 @@ impl ShardCtx {
                 None => Err("this model has no chat template; pass --chat-template".to_string()),
             })
             .clone()
+    }
+
+    /// Tokenizes through this shard's caches (when enabled); identical to a plain encode.
+    pub fn encode(&self, model: &ModelAssets, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, String> {
+        let config = self.shared.config.tokenizer_cache;
+        if !config.l0_enabled && !config.l1_enabled {
+            return model.tokenizer.encode(text, add_special_tokens);
+        }
+        let mut cache = self.tokenizer_cache.borrow_mut();
+        cache.get_or_insert_with(|| TokenizerCache::new(config, &model.tokenizer)).encode(
+            &model.tokenizer,
+            text,
+            add_special_tokens,
+        )
+    }
+
+    /// This shard's tokenizer-cache counters.
+    pub fn tokenizer_cache_stats(&self) -> Option<CacheStats> {
+        self.tokenizer_cache.borrow().as_ref().map(TokenizerCache::stats)
     }
 
     fn on_message(&self, msg: ShardMsg) {

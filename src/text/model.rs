@@ -53,6 +53,8 @@ pub struct ModelSource {
     pub tokenizer_path: Option<PathBuf>,
     pub chat_template: Option<String>,
     pub served_name: String,
+    /// Apply `generation_config.json` sampling defaults (`--generation-config auto`).
+    pub use_generation_config: bool,
 }
 
 impl ModelAssets {
@@ -72,8 +74,11 @@ impl ModelAssets {
         } else {
             (tok_dir_or_file.join("tokenizer.json"), tok_dir_or_file.clone())
         };
-        let tokenizer = Tokenizer::from_file(&tokenizer_file)?;
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_file)?;
         let tokenizer_config = read_json(&tok_dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
+        tokenizer.set_clean_up_tokenization_spaces(
+            tokenizer_config.get("clean_up_tokenization_spaces").and_then(Value::as_bool).unwrap_or(false),
+        );
         let config = read_json(&model_dir.join("config.json"))?.unwrap_or(Value::Null);
         let generation_config = read_json(&model_dir.join("generation_config.json"))?;
 
@@ -102,7 +107,10 @@ impl ModelAssets {
             .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
             .unwrap_or_default();
         let model_type = config.get("model_type").and_then(Value::as_str).map(str::to_string);
-        let generation_defaults = generation_config.as_ref().map(generation_defaults).unwrap_or_default();
+        let generation_defaults = match &generation_config {
+            Some(g) if src.use_generation_config => generation_defaults(g),
+            _ => GenerationDefaults::default(),
+        };
         Ok(ModelAssets {
             served_name: src.served_name.clone(),
             tokenizer,

@@ -88,6 +88,19 @@ def full_cases(msgs):
                 body = {"messages": m, "temperature": 0, "max_tokens": 24, "stream": stream}
                 body.update(extra)
                 out.append(("chat", body))
+    prompts = ["The capital of France is", "def fib(n):", "日本語のテキストと emoji 🙂", "1, 2, 3,"]
+    for p in prompts:
+        for extra in (
+            {}, {"stop": [","]}, {"logprobs": 3}, {"echo": True}, {"n": 2, "seed": 9, "temperature": 0.6},
+            {"min_tokens": 5, "max_tokens": 9}, {"ignore_eos": True, "max_tokens": 30}, {"seed": 1, "temperature": 1.2},
+            {"prompt_tokens_list": True}, {"stop": ["\n\n"], "include_stop_str_in_output": True},
+        ):
+            for stream in (False, True):
+                body = {"prompt": p, "temperature": 0, "max_tokens": 16, "stream": stream}
+                body.update(extra)
+                if body.pop("prompt_tokens_list", False):
+                    body["prompt"] = [p, p + " and"]
+                out.append(("completion", body))
     return out
 
 
@@ -120,17 +133,29 @@ def summarize(kind, body, status, raw):
                 if c.get("finish_reason"):
                     ch["finish_reason"] = c["finish_reason"]
                     ch["stop_reason"] = c.get("stop_reason")
-                lp = c.get("logprobs")
-                if lp and lp.get("content"):
-                    ch["logprobs"] += lp["content"]
+                ch["logprobs"] += logprob_entries(kind, c.get("logprobs"))
         return {"status": 200, "choices": [choices[k] for k in sorted(choices)]}
     v = json.loads(raw)
     out = []
     for c in v["choices"]:
         text = c["message"]["content"] if kind == "chat" else c["text"]
-        lp = (c.get("logprobs") or {}).get("content") or []
+        lp = logprob_entries(kind, c.get("logprobs"))
         out.append({"text": text, "finish_reason": c["finish_reason"], "stop_reason": c.get("stop_reason"), "logprobs": lp})
     return {"status": 200, "choices": out, "usage": {k: v["usage"][k] for k in ("prompt_tokens", "completion_tokens")}}
+
+
+def logprob_entries(kind, lp):
+    """Chat and completions logprobs in one comparable shape: token, logprob, top list."""
+    if not lp:
+        return []
+    if kind == "chat":
+        return lp.get("content") or []
+    out = []
+    tops = lp.get("top_logprobs") or [None] * len(lp.get("tokens", []))
+    for tok, l, top in zip(lp.get("tokens", []), lp.get("token_logprobs", []), tops):
+        out.append({"token": tok, "logprob": l if l is not None else 0.0,
+                    "top_logprobs": [{"token": k, "logprob": v} for k, v in (top or {}).items()]})
+    return out
 
 
 def close_logprobs(a, b):

@@ -65,7 +65,7 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, ChatFormat), 
         // The parser needs to see its trigger tokens.
         params.output.skip_special_tokens = false;
     }
-    let ids = model.tokenizer.encode(&prompt_text, false).map_err(ApiError::internal)?;
+    let ids = ctx.encode(&model, &prompt_text, false).map_err(ApiError::internal)?;
     let link = ctx.pick_link().ok_or_else(|| ApiError::unavailable("no healthy worker is available"))?;
     params::check_prompt_len(ids.len(), link.max_model_len(), "messages")?;
     let response_id = crate::util::ids::response_id("chatcmpl");
@@ -74,7 +74,7 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, ChatFormat), 
         created: crate::util::time::unix_time_s(),
         model: model.served_name.clone(),
         usage_field: params.include_usage,
-        logprobs: params.output.logprobs.is_some(),
+        logprobs: params.output.logprobs.map(|k| k as usize),
     };
     let g = Generation {
         shard: ctx.index,
@@ -120,7 +120,8 @@ pub struct ChatFormat {
     model: String,
     /// `include_usage`: every chunk carries `"usage"` (null until the last).
     usage_field: bool,
-    logprobs: bool,
+    /// `top_logprobs` when logprobs were asked for.
+    logprobs: Option<usize>,
 }
 
 /// A non-streamed assistant message: content (null when only tool calls came back),
@@ -209,10 +210,9 @@ impl ChatFormat {
 
     fn push_logprobs(&self, out: &mut String, rows: &[TokenLogprob]) {
         out.push_str("\"logprobs\":");
-        if self.logprobs {
-            push_chat_logprobs(out, rows);
-        } else {
-            out.push_str("null");
+        match self.logprobs {
+            Some(top) => push_chat_logprobs(out, rows, top),
+            None => out.push_str("null"),
         }
     }
 }

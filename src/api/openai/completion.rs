@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-use super::render::{push_completion_logprobs, push_header, push_stop_reason, push_usage};
+use super::render::{next_text_offset, push_completion_logprobs, push_header, push_stop_reason, push_usage};
 use crate::api::fields::Fields;
 use crate::error::ApiError;
 use crate::http::response::Responder;
@@ -36,7 +36,7 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, CompletionFor
     let params = params::parse(&f, Endpoint::Completion, &model)?;
     let raw = f.get("prompt").ok_or_else(|| ApiError::invalid_param("prompt", "'prompt' is required"))?;
     let link = ctx.pick_link().ok_or_else(|| ApiError::unavailable("no healthy worker is available"))?;
-    let mut prompts = parse_prompts(raw, &model, params.output.echo)?;
+    let mut prompts = parse_prompts(ctx, raw, &model, params.output.echo)?;
     if prompts.len() * params.n as usize > limits::choices_per_request_max as usize * 8 {
         return Err(ApiError::invalid_param("n", "too many choices (prompts × n) in one request"));
     }
@@ -49,9 +49,11 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, CompletionFor
         created: crate::util::time::unix_time_s(),
         model: model.served_name.clone(),
         usage_field: params.include_usage,
-        logprobs: params.output.logprobs.is_some(),
+        logprobs: params.output.logprobs.map(|k| k as usize),
         echo: params.output.echo,
         n: params.n,
+        prompt_texts: prompts.iter().map(|p| p.text.clone().unwrap_or_default()).collect(),
+        streams: std::cell::RefCell::new(vec![StreamPosition::default(); prompts.len() * params.n as usize]),
     };
     let parse = ParseSpec::default();
     Ok((Generation { shard: ctx.index, response_id, model, link, prompts, params, parse }, format))
@@ -59,7 +61,7 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, CompletionFor
 
 /// Token-id prompts are validated against the vocabulary: an out-of-range id reaching the
 /// engine's embedding lookup would take the engine down.
-fn parse_prompts(raw: &Value, model: &ModelAssets, echo: bool) -> Result<Vec<Prompt>, ApiError> {
+fn parse_prompts(ctx: &ShardCtx, raw: &Value, model: &ModelAssets, echo: bool) -> Result<Vec<Prompt>, ApiError> {
     let bad = |m: &str| ApiError::invalid_param("prompt", m.to_string());
     let from_ids = |ids: &[Value]| -> Result<Prompt, ApiError> {
         let mut out = Vec::with_capacity(ids.len());
@@ -74,7 +76,7 @@ fn parse_prompts(raw: &Value, model: &ModelAssets, echo: bool) -> Result<Vec<Pro
         Ok(Prompt { token_ids: Rc::from(out), text })
     };
     let from_text = |s: &str| -> Result<Prompt, ApiError> {
-        let ids = model.tokenizer.encode(s, true).map_err(ApiError::internal)?;
+        let ids = ctx.encode(model, s, true).map_err(ApiError::internal)?;
         Ok(Prompt { token_ids: Rc::from(ids), text: echo.then(|| s.to_string()) })
     };
     let prompts = match raw {
@@ -113,9 +115,20 @@ pub struct CompletionFormat {
     created: u64,
     model: String,
     usage_field: bool,
-    logprobs: bool,
+    /// `logprobs` (top count) when asked for.
+    logprobs: Option<usize>,
     echo: bool,
     n: u32,
+    /// Prompt texts, for echo.
+    prompt_texts: Vec<String>,
+    /// Per choice: whether the echo went out, and the next logprobs text offset.
+    streams: std::cell::RefCell<Vec<StreamPosition>>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct StreamPosition {
+    echoed: bool,
+    text_offset: usize,
 }
 
 impl CompletionFormat {
@@ -123,7 +136,7 @@ impl CompletionFormat {
         &self,
         choice: u32,
         text: &str,
-        logprobs: Option<&[TokenLogprob]>,
+        logprobs: Option<&str>,
         finish: Option<&Finish>,
         usage: Option<&Usage>,
     ) -> String {
@@ -135,10 +148,7 @@ impl CompletionFormat {
         s.push_str(",\"text\":");
         push_str(&mut s, text);
         s.push_str(",\"logprobs\":");
-        match logprobs {
-            Some(rows) if self.logprobs => push_completion_logprobs(&mut s, rows, 0),
-            _ => s.push_str("null"),
-        }
+        s.push_str(logprobs.unwrap_or("null"));
         s.push_str(",\"finish_reason\":");
         match finish {
             Some(f) => push_str(&mut s, f.reason),
@@ -159,14 +169,33 @@ impl CompletionFormat {
     }
 }
 
-impl Format for CompletionFormat {
-    fn stream_open(&self, out: &mut Vec<String>, choice: u32, prompt: &Prompt) {
-        if self.echo {
-            if let Some(text) = &prompt.text {
-                out.push(self.chunk(choice, text, None, None, None));
-            }
-        }
+impl CompletionFormat {
+    /// The text and logprobs a stream chunk carries: the first one of a choice also carries the
+    /// echoed prompt (vLLM sends prompt and first output together). Advances the choice's
+    /// text offset.
+    fn stream_piece(&self, choice: &ChoiceState, text: &str, logprobs: &[TokenLogprob]) -> (String, Option<String>) {
+        let mut streams = self.streams.borrow_mut();
+        let st = &mut streams[choice.index as usize];
+        let (text, rows): (String, Vec<TokenLogprob>) = if self.echo && !st.echoed {
+            st.echoed = true;
+            let prompt = self.prompt_texts[(choice.index / self.n.max(1)) as usize].as_str();
+            let rows = choice.prompt_logprobs.iter().chain(logprobs).cloned().collect();
+            (format!("{prompt}{text}"), rows)
+        } else {
+            (text.to_string(), logprobs.to_vec())
+        };
+        let lp = self.logprobs.map(|top| {
+            let mut s = String::new();
+            push_completion_logprobs(&mut s, &rows, st.text_offset, top);
+            st.text_offset = next_text_offset(&rows, st.text_offset);
+            s
+        });
+        (text, lp)
     }
+}
+
+impl Format for CompletionFormat {
+    fn stream_open(&self, _out: &mut Vec<String>, _choice: u32, _prompt: &Prompt) {}
 
     fn stream_delta(
         &self,
@@ -176,11 +205,13 @@ impl Format for CompletionFormat {
         logprobs: &[TokenLogprob],
         usage: Option<&Usage>,
     ) {
-        out.push(self.chunk(choice.index, &delta.content, Some(logprobs), None, usage));
+        let (text, lp) = self.stream_piece(choice, &delta.content, logprobs);
+        out.push(self.chunk(choice.index, &text, lp.as_deref(), None, usage));
     }
 
     fn stream_finish(&self, out: &mut Vec<String>, choice: &ChoiceState, usage: Option<&Usage>) {
-        out.push(self.chunk(choice.index, "", None, choice.finish.as_ref(), usage));
+        let (text, _) = self.stream_piece(choice, "", &[]);
+        out.push(self.chunk(choice.index, &text, None, choice.finish.as_ref(), usage));
     }
 
     fn stream_usage(&self, out: &mut Vec<String>, usage: &Usage) {
@@ -213,10 +244,16 @@ impl Format for CompletionFormat {
                 push_str(&mut s, &format!("{echoed}{}", c.text));
             }
             s.push_str(",\"logprobs\":");
-            if self.logprobs {
-                push_completion_logprobs(&mut s, &c.pending_logprobs, echoed.chars().count());
-            } else {
-                s.push_str("null");
+            match self.logprobs {
+                Some(top) => {
+                    let rows: Vec<TokenLogprob> = if self.echo {
+                        c.prompt_logprobs.iter().chain(&c.pending_logprobs).cloned().collect()
+                    } else {
+                        c.pending_logprobs.clone()
+                    };
+                    push_completion_logprobs(&mut s, &rows, 0, top)
+                }
+                None => s.push_str("null"),
             }
             s.push_str(",\"finish_reason\":");
             let finish = c.finish.as_ref();

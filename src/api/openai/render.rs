@@ -57,8 +57,9 @@ fn push_bytes(out: &mut String, token: &str) {
     out.push(']');
 }
 
-/// Chat `logprobs`: `{"content":[{"token","logprob","bytes","top_logprobs":[…]}]}`.
-pub fn push_chat_logprobs(out: &mut String, rows: &[TokenLogprob]) {
+/// Chat `logprobs`: `{"content":[{"token","logprob","bytes","top_logprobs":[…]}]}`, with the
+/// first `top` alternatives of each position (vLLM's order: sampled token first).
+pub fn push_chat_logprobs(out: &mut String, rows: &[TokenLogprob], top: usize) {
     out.push_str("{\"content\":[");
     for (i, row) in rows.iter().enumerate() {
         if i > 0 {
@@ -67,11 +68,11 @@ pub fn push_chat_logprobs(out: &mut String, rows: &[TokenLogprob]) {
         out.push_str("{\"token\":");
         push_str(out, &row.token);
         out.push_str(",\"logprob\":");
-        push_logprob(out, row.logprob);
+        push_logprob(out, row.logprob.unwrap_or(f32::NEG_INFINITY));
         out.push_str(",\"bytes\":");
         push_bytes(out, &row.token);
         out.push_str(",\"top_logprobs\":[");
-        for (k, (token, lp)) in row.top.iter().enumerate() {
+        for (k, (token, lp)) in row.alternatives.iter().take(top).enumerate() {
             if k > 0 {
                 out.push(',');
             }
@@ -88,8 +89,15 @@ pub fn push_chat_logprobs(out: &mut String, rows: &[TokenLogprob]) {
     out.push_str("]}");
 }
 
-/// Completions `logprobs`: parallel lists, `text_offset` counted from `offset_base`.
-pub fn push_completion_logprobs(out: &mut String, rows: &[TokenLogprob], offset_base: usize) {
+/// The text offset after `rows` starting at `offset_base` (characters, as Python counts).
+pub fn next_text_offset(rows: &[TokenLogprob], offset_base: usize) -> usize {
+    offset_base + rows.iter().map(|r| r.token.chars().count()).sum::<usize>()
+}
+
+/// Completions `logprobs`: parallel lists, `text_offset` counted from `offset_base`; each
+/// position's `top_logprobs` has the first `top + 1` alternatives keyed by their text (two
+/// tokens with one text collapse into one key holding the later value, as a Python dict does).
+pub fn push_completion_logprobs(out: &mut String, rows: &[TokenLogprob], offset_base: usize, top: usize) {
     out.push_str("{\"text_offset\":[");
     let mut offset = offset_base;
     for (i, row) in rows.iter().enumerate() {
@@ -104,7 +112,10 @@ pub fn push_completion_logprobs(out: &mut String, rows: &[TokenLogprob], offset_
         if i > 0 {
             out.push(',');
         }
-        push_logprob(out, row.logprob);
+        match row.logprob {
+            Some(lp) => push_logprob(out, lp),
+            None => out.push_str("null"),
+        }
     }
     out.push_str("],\"tokens\":[");
     for (i, row) in rows.iter().enumerate() {
@@ -118,8 +129,19 @@ pub fn push_completion_logprobs(out: &mut String, rows: &[TokenLogprob], offset_
         if i > 0 {
             out.push(',');
         }
+        if row.logprob.is_none() {
+            out.push_str("null");
+            continue;
+        }
+        let mut keyed: Vec<(&str, f32)> = Vec::with_capacity(top + 1);
+        for (token, lp) in row.alternatives.iter().take(top + 1) {
+            match keyed.iter_mut().find(|(t, _)| *t == token.as_str()) {
+                Some(entry) => entry.1 = *lp,
+                None => keyed.push((token, *lp)),
+            }
+        }
         out.push('{');
-        for (k, (token, lp)) in row.top.iter().enumerate() {
+        for (k, (token, lp)) in keyed.iter().enumerate() {
             if k > 0 {
                 out.push(',');
             }

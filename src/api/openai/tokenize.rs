@@ -30,11 +30,11 @@ pub fn tokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
                 extra: &extra,
             })
             .map_err(ApiError::bad_request)?;
-        model.tokenizer.encode(&text, add_special_tokens.unwrap_or(false)).map_err(ApiError::internal)?
+        ctx.encode(&model, &text, add_special_tokens.unwrap_or(false)).map_err(ApiError::internal)?
     } else {
         let prompt =
             f.str("prompt")?.ok_or_else(|| ApiError::invalid_param("prompt", "'prompt' or 'messages' is required"))?;
-        model.tokenizer.encode(prompt, add_special_tokens.unwrap_or(true)).map_err(ApiError::internal)?
+        ctx.encode(&model, prompt, add_special_tokens.unwrap_or(true)).map_err(ApiError::internal)?
     };
     let max_model_len = (0..ctx.shared.workers.len()).filter_map(|w| ctx.link(w)).map(|l| l.max_model_len()).max();
     let mut out = String::from("{\"count\":");

@@ -1,6 +1,9 @@
 //! The model's tokenizer (`tokenizer.json`, via the `tokenizers` crate) and the special-token
 //! facts the rest of the gateway needs.
 
+pub mod cache;
+mod lru;
+
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -12,6 +15,10 @@ pub struct Tokenizer {
     /// Token ids of added tokens marked `special` (skipped by `skip_special_tokens`).
     special_ids: Vec<u32>,
     vocab_size_with_added: usize,
+    /// Metaspace replacement char (`▁`) when decode strips a leading one (SentencePiece style).
+    leading_space_marker: Option<char>,
+    /// `clean_up_tokenization_spaces` from `tokenizer_config.json` (transformers' decode).
+    clean_up_tokenization_spaces: bool,
 }
 
 impl Tokenizer {
@@ -32,7 +39,78 @@ impl Tokenizer {
         special_ids.sort_unstable();
         let added_tokens = decoder.into_iter().map(|(id, t)| (id, t.content)).collect();
         let vocab_size_with_added = inner.get_vocab_size(true);
-        Tokenizer { inner, added_tokens, special_ids, vocab_size_with_added }
+        let leading_space_marker = metaspace_marker(&inner);
+        Tokenizer {
+            inner,
+            added_tokens,
+            special_ids,
+            vocab_size_with_added,
+            leading_space_marker,
+            clean_up_tokenization_spaces: false,
+        }
+    }
+
+    pub fn set_clean_up_tokenization_spaces(&mut self, on: bool) {
+        self.clean_up_tokenization_spaces = on;
+    }
+
+    /// transformers' `tokenizer.decode(ids)`: special tokens kept, then the configured
+    /// clean-up of spaces before punctuation.
+    pub fn decode_like_transformers(&self, ids: &[u32]) -> String {
+        let text = self.decode(ids, false).unwrap_or_default();
+        if self.clean_up_tokenization_spaces {
+            clean_up_tokenization(&text)
+        } else {
+            text
+        }
+    }
+
+    /// A token's text for logprobs, as vLLM shows it: the single token decoded, with leading
+    /// spaces a SentencePiece decode strips put back; a token that ends in half a UTF-8
+    /// character is completed from up to four preceding sampled tokens (`context`, oldest
+    /// first), or shown as "" when the character is not complete yet.
+    pub fn logprob_token_text(&self, id: u32, context: &[u32]) -> String {
+        let text = self.decode_like_transformers(&[id]);
+        let text = match (self.leading_space_marker, self.id_to_token(id)) {
+            (Some(marker), Some(raw)) => restore_leading_spaces(&raw, text, marker),
+            _ => text,
+        };
+        if !text.ends_with('\u{FFFD}') {
+            return text;
+        }
+        self.complete_partial_token(id, context)
+    }
+
+    /// vLLM's `_correct_decoded_token`.
+    fn complete_partial_token(&self, id: u32, context: &[u32]) -> String {
+        let max_ctx = context.len().min(4);
+        for n in 1..=max_ctx {
+            let ctx = &context[context.len() - n..];
+            let mut window = ctx.to_vec();
+            window.push(id);
+            let full = self.decode_like_transformers(&window);
+            if full.ends_with('\u{FFFD}') {
+                continue;
+            }
+            // Byte-fallback context tokens showed as "" and their bytes belong to this token.
+            let mut clean_end = ctx.len();
+            for j in (0..ctx.len()).rev() {
+                if self.decode_like_transformers(&[ctx[j]]).ends_with('\u{FFFD}') {
+                    clean_end = j;
+                } else {
+                    break;
+                }
+            }
+            let clean_prefix =
+                if clean_end > 0 { self.decode_like_transformers(&ctx[..clean_end]) } else { String::new() };
+            if let Some(rest) = full.strip_prefix(clean_prefix.as_str()) {
+                return rest.to_string();
+            }
+            let common: usize =
+                clean_prefix.chars().zip(full.chars()).take_while(|(a, b)| a == b).map(|(a, _)| a.len_utf8()).sum();
+            return full[common..].to_string();
+        }
+        String::new()
     }
 
     /// Encodes text. `add_special_tokens` adds BOS/EOS per the tokenizer's post-processor (true
@@ -60,6 +138,11 @@ impl Tokenizer {
         self.added_tokens.get(&id).map(String::as_str)
     }
 
+    /// Added tokens marked special, as (id, text).
+    pub fn special_tokens(&self) -> Vec<(u32, String)> {
+        self.special_ids.iter().filter_map(|&id| self.added_token(id).map(|t| (id, t.to_string()))).collect()
+    }
+
     pub fn is_special(&self, id: u32) -> bool {
         self.special_ids.binary_search(&id).is_ok()
     }
@@ -72,4 +155,39 @@ impl Tokenizer {
     pub fn inner(&self) -> &tokenizers::Tokenizer {
         &self.inner
     }
+}
+
+/// The Metaspace replacement char, if the pre-tokenizer (or one in a sequence) is Metaspace.
+fn metaspace_marker(inner: &tokenizers::Tokenizer) -> Option<char> {
+    let pre = serde_json::to_value(inner.get_pre_tokenizer()?).ok()?;
+    let find = |v: &serde_json::Value| -> Option<char> {
+        (v.get("type")?.as_str()? == "Metaspace")
+            .then(|| v.get("replacement").and_then(|r| r.as_str()).and_then(|r| r.chars().next()).unwrap_or('\u{2581}'))
+    };
+    find(&pre).or_else(|| pre.get("pretokenizers")?.as_array()?.iter().find_map(find))
+}
+
+/// Puts back leading spaces that decoding a single SentencePiece piece strips.
+fn restore_leading_spaces(raw: &str, text: String, marker: char) -> String {
+    let markers = raw.chars().take_while(|&c| c == marker).count();
+    let existing = text.len() - text.trim_start_matches(' ').len();
+    if markers > existing {
+        " ".repeat(markers - existing) + &text
+    } else {
+        text
+    }
+}
+
+/// transformers' `clean_up_tokenization`.
+fn clean_up_tokenization(text: &str) -> String {
+    text.replace(" .", ".")
+        .replace(" ?", "?")
+        .replace(" !", "!")
+        .replace(" ,", ",")
+        .replace(" ' ", "'")
+        .replace(" n't", "n't")
+        .replace(" 'm", "'m")
+        .replace(" 's", "'s")
+        .replace(" 've", "'ve")
+        .replace(" 're", "'re")
 }

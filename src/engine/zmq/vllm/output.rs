@@ -98,6 +98,7 @@ fn decode_output<'a>(r: &mut Reader<'a>, aux: &[&'a [u8]]) -> DecodeResult<(&'a 
     for field in 2..fields {
         match field {
             2 => ev.logprobs = optional(r, |r| decode_logprobs(r, aux))?,
+            3 => ev.prompt_logprobs = optional(r, |r| decode_logprobs(r, aux))?,
             5 => {
                 if !r.try_nil()? {
                     let code = r.u64()?;
@@ -278,8 +279,9 @@ fn element_f32(a: &NdArray<'_>, i: usize) -> f32 {
     }
 }
 
-/// `LogprobsLists`: `[ids [rows, k+1], logprobs [rows, k+1], ranks [rows], cu|nil]`.
-/// Column 0 is the sampled token; columns 1..=k the top-k.
+/// `LogprobsLists` (sampled) or `LogprobsTensors` (prompt): `[ids [rows, k+1], logprobs
+/// [rows, k+1], ranks [rows], …]`. Column 0 is the sampled (or actual prompt) token; columns
+/// 1..=k the top-k. Extra trailing fields (`cu_num_generated_tokens`, …) are skipped.
 fn decode_logprobs<'a>(r: &mut Reader<'a>, aux: &[&'a [u8]]) -> DecodeResult<Logprobs> {
     let n = r.array_len()?;
     if n < 3 {
