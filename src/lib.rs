@@ -8,6 +8,7 @@ pub mod engine;
 pub mod error;
 pub mod gateway;
 pub mod http;
+pub mod inspect;
 pub mod limits;
 pub mod parsers;
 pub mod pipeline;

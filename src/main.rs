@@ -26,6 +26,10 @@ fn main() {
             init_logging(&args.log_level);
             shardgate::demo::run(&args)
         }
+        Command::Template(args) => {
+            init_logging("warn");
+            shardgate::inspect::render_templates(&args)
+        }
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -322,3 +322,51 @@ fn large_bodies_arrive_whole() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(r.json()["usage"]["prompt_tokens"].as_u64().unwrap() > expected as u64);
 }
+
+#[test]
+fn tokenizer_caches_change_nothing_end_to_end() {
+    let cached = Gateway::start_with(Options {
+        gateway_args: vec!["--tokenizer-cache-enable-l0".into(), "--tokenizer-cache-enable-l1".into()],
+        ..Default::default()
+    });
+    let plain = Gateway::start();
+    let mut messages = vec![json!({"role": "system", "content": "Be brief."})];
+    for turn in 0..4 {
+        messages.push(json!({"role": "user", "content": format!("turn {turn}: how are you? 日本語")}));
+        for _ in 0..2 {
+            let body = json!({"model": "test-model", "messages": messages, "max_tokens": 4, "temperature": 0});
+            let a = cached.post_json("/v1/chat/completions", &body).json();
+            let b = plain.post_json("/v1/chat/completions", &body).json();
+            assert_eq!(a["usage"]["prompt_tokens"], b["usage"]["prompt_tokens"]);
+            assert_eq!(a["choices"][0]["message"]["content"], b["choices"][0]["message"]["content"]);
+        }
+        messages.push(json!({"role": "assistant", "content": "fine"}));
+    }
+    let prompts = |g: &Gateway| g.adds().iter().map(|a| a["prompt_len"].clone()).collect::<Vec<_>>();
+    assert_eq!(prompts(&cached), prompts(&plain));
+}
+
+#[test]
+fn completions_echo_with_logprobs_covers_the_prompt() {
+    let g = Gateway::with_script(&[("", "done here")]);
+    let body = json!({"model": "test-model", "prompt": "Say it twice", "max_tokens": 3, "echo": true, "logprobs": 1});
+    let v = g.post_json("/v1/completions", &body).json();
+    let text = v["choices"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("Say it twice"), "{text}");
+    let lp = &v["choices"][0]["logprobs"];
+    // Prompt tokens then generated ones; the first prompt token is unscored (null).
+    let prompt_len = g.adds()[0]["prompt_len"].as_u64().unwrap() as usize;
+    assert_eq!(lp["tokens"].as_array().unwrap().len(), prompt_len + 3);
+    assert_eq!(lp["token_logprobs"][0], Value::Null);
+    assert!(lp["token_logprobs"][1].is_number());
+    assert_eq!(lp["top_logprobs"][0], Value::Null);
+    assert_eq!(lp["text_offset"][0], 0);
+    // Streaming: the prompt goes out with the first chunk.
+    let mut stream_body = body.clone();
+    stream_body["stream"] = json!(true);
+    let events = g.post_json("/v1/completions", &stream_body).sse_json();
+    let first = events[0]["choices"][0]["text"].as_str().unwrap();
+    assert!(first.starts_with("Say it twice"), "{first}");
+    let all: String = events.iter().filter_map(|e| e["choices"][0]["text"].as_str()).collect();
+    assert_eq!(all, text);
+}

@@ -31,8 +31,11 @@ step "OpenAI SDK against the gateway"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/pip install -q -r tests/sdk/requirements.txt
+.venv/bin/pip install -q -r tests/sdk/requirements.txt -r tests/templates/requirements.txt
 .venv/bin/python tests/sdk/test_openai_sdk.py target/release "$MODEL_DIR"
+
+step "chat templates of five model families against transformers"
+.venv/bin/python tests/templates/test_templates.py target/release
 
 step "every parser family end to end (OpenAI SDK, stream helper)"
 .venv/bin/python tests/sdk/test_parsers_e2e.py target/release "$MODEL_DIR"

@@ -317,6 +317,7 @@ impl Sim {
                 finish: Some((FINISH_ERROR, None)),
                 cached_tokens: None,
                 logprobs: None,
+                prompt_logprobs: None,
             };
             self.out_buf.clear();
             wire::encode_batch(0, &[out], &self.load(), self.now_s(), &mut self.out_buf);
@@ -431,6 +432,11 @@ impl Sim {
                         finish: *finish,
                         cached_tokens: (!r.sent_first).then_some(r.cached_tokens),
                         logprobs: r.req.logprobs.map(|k| k.clamp(0, 20) as usize),
+                        prompt_logprobs: r
+                            .req
+                            .prompt_logprobs
+                            .filter(|_| !r.sent_first)
+                            .map(|k| (r.req.prompt.as_slice(), k.clamp(0, 20) as usize)),
                     }
                 })
                 .collect();

@@ -18,6 +18,7 @@ pub struct AddRequest {
     pub temperature: f64,
     pub top_p: f64,
     pub logprobs: Option<i64>,
+    pub prompt_logprobs: Option<i64>,
 }
 
 /// Decodes an ADD payload. Errors are what would kill a real engine's input thread.
@@ -74,6 +75,7 @@ fn decode_sampling(r: &mut Reader<'_>, req: &mut AddRequest) -> DecodeResult<()>
             "temperature" => req.temperature = r.f64()?,
             "top_p" => req.top_p = r.f64()?,
             "logprobs" if !nil => req.logprobs = Some(r.i64()?),
+            "prompt_logprobs" if !nil => req.prompt_logprobs = Some(r.i64()?),
             _ => r.skip()?,
         }
     }
@@ -117,6 +119,8 @@ pub struct StepOutput<'a> {
     pub cached_tokens: Option<u32>,
     /// Top-k logprobs to attach (fake but well-formed), when asked.
     pub logprobs: Option<usize>,
+    /// Prompt logprobs (top-k) for the whole prompt, on the first output.
+    pub prompt_logprobs: Option<(&'a [u32], usize)>,
 }
 
 pub struct Load {
@@ -166,7 +170,13 @@ fn encode_output(w: &mut Writer<'_>, o: &StepOutput<'_>) {
         Some(k) => encode_logprobs(w, o.tokens, k),
         None => w.nil(),
     }
-    w.nil(); // prompt logprobs
+    match o.prompt_logprobs {
+        // LogprobsTensors: torch dtype names, the actual prompt token in column 0.
+        Some((prompt, k)) if prompt.len() > 1 => {
+            encode_logprobs_as(w, &prompt[1..], k, ("int32", "float32", "int32"), 5)
+        }
+        _ => w.nil(),
+    }
     w.nil(); // pooling
     match o.finish {
         Some((code, stop)) => {
@@ -204,6 +214,12 @@ fn encode_output(w: &mut Writer<'_>, o: &StepOutput<'_>) {
 /// `LogprobsLists` with ext-3 inline buffers: the sampled token at rank 1 with logprob
 /// -0.5·(1 + position), then k alternatives with decreasing logprobs.
 fn encode_logprobs(w: &mut Writer<'_>, tokens: &[u32], k: usize) {
+    encode_logprobs_as(w, tokens, k, ("<i4", "<f4", "<i8"), 4)
+}
+
+/// Logprobs rows in either layout: `LogprobsLists` (numpy dtypes, 4 fields, i64 ranks) or
+/// `LogprobsTensors` (torch dtypes, 5 fields, i32 ranks).
+fn encode_logprobs_as(w: &mut Writer<'_>, tokens: &[u32], k: usize, dtypes: (&str, &str, &str), fields: usize) {
     let rows = tokens.len();
     let cols = k + 1;
     let mut ids = Vec::with_capacity(rows * cols * 4);
@@ -217,13 +233,19 @@ fn encode_logprobs(w: &mut Writer<'_>, tokens: &[u32], k: usize) {
             ids.extend_from_slice(&(alt as i32).to_le_bytes());
             lps.extend_from_slice(&(-0.5f32 * (1.0 + row as f32) - c as f32).to_le_bytes());
         }
-        ranks.extend_from_slice(&1i64.to_le_bytes());
+        if dtypes.2 == "<i8" {
+            ranks.extend_from_slice(&1i64.to_le_bytes());
+        } else {
+            ranks.extend_from_slice(&1i32.to_le_bytes());
+        }
     }
-    w.array(4);
-    ndarray(w, "<i4", &[rows, cols], &ids);
-    ndarray(w, "<f4", &[rows, cols], &lps);
-    ndarray(w, "<i8", &[rows], &ranks);
-    w.nil();
+    w.array(fields);
+    ndarray(w, dtypes.0, &[rows, cols], &ids);
+    ndarray(w, dtypes.1, &[rows, cols], &lps);
+    ndarray(w, dtypes.2, &[rows], &ranks);
+    for _ in 3..fields {
+        w.nil();
+    }
 }
 
 fn ndarray(w: &mut Writer<'_>, dtype: &str, shape: &[usize], data: &[u8]) {

