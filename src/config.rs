@@ -45,6 +45,16 @@ pub enum Backend {
     Tokenspeed,
 }
 
+impl Backend {
+    /// The `runtime_type` name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Vllm => "vllm",
+            Backend::Tokenspeed => "tokenspeed",
+        }
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct LaunchArgs {
     /// Worker URLs, `ipc:///path/to/socket-base` (one per engine or engine group).
@@ -103,6 +113,20 @@ pub struct LaunchArgs {
     /// `auto`: sampling defaults from the model's generation_config.json; `vllm`: vLLM's own.
     #[arg(long = "generation-config", default_value = "auto", value_parser = ["auto", "vllm"])]
     pub generation_config: String,
+    /// Expand data-parallel workers into one worker per rank (not possible for grouped ZMQ
+    /// workers; single-engine ZMQ workers register normally).
+    #[arg(long = "dp-aware")]
+    pub dp_aware: bool,
+    /// Remove a ZMQ worker whose engine is lost instead of re-binding for it (off by default;
+    /// leave it off so restarted engines rejoin).
+    #[arg(long = "remove-unhealthy-workers")]
+    pub remove_unhealthy_workers: bool,
+    /// Port of the Prometheus `/metrics` listener.
+    #[arg(long = "metrics-port", alias = "prometheus-port", default_value_t = limits::metrics_port_default)]
+    pub metrics_port: u16,
+    /// Host of the Prometheus listener.
+    #[arg(long = "metrics-host", alias = "prometheus-host", default_value = "0.0.0.0")]
+    pub metrics_host: String,
     /// Accepted for compatibility; ZMQ workers keep health checks on (they reconnect engines).
     #[arg(long = "disable-health-check")]
     pub disable_health_check: bool,
@@ -167,6 +191,10 @@ pub struct Config {
     pub tokenizer_cache: CacheConfig,
     /// `--generation-config auto`: apply the model's sampling defaults.
     pub use_generation_config: bool,
+    pub dp_aware: bool,
+    pub remove_unhealthy_workers: bool,
+    pub metrics_host: String,
+    pub metrics_port: u16,
 }
 
 /// Available cores, for the default shard count.
@@ -206,6 +234,12 @@ impl Config {
             });
         }
         check_handshake_collisions(&workers)?;
+        if a.dp_aware && a.zmq_engine_count > 1 {
+            return Err(format!(
+                "Failed job: type=AddWorker, worker={}: ZMQ worker {} is a grouped worker (--zmq-engine-count {}) and cannot be dp-aware expanded",
+                workers[0].url, workers[0].url, a.zmq_engine_count
+            ));
+        }
         let model_path = a.model_path.clone().ok_or_else(|| {
             format!(
                 "Failed job: type=AddWorker, worker={}: ZMQ worker {} has no model identity: start the gateway with --model-path",
@@ -262,6 +296,10 @@ impl Config {
                 l1_bytes_max: a.tokenizer_cache_l1_max_memory,
             },
             use_generation_config: a.generation_config == "auto",
+            dp_aware: a.dp_aware,
+            remove_unhealthy_workers: a.remove_unhealthy_workers,
+            metrics_host: a.metrics_host.clone(),
+            metrics_port: a.metrics_port,
         })
     }
 }
@@ -322,7 +360,7 @@ mod tests {
 
     #[test]
     fn startup_errors_use_the_seed_texts() {
-        let cases: [(&[&str], &str); 8] = [
+        let cases: [(&[&str], &str); 9] = [
             (&["--worker-urls", "http://x:8000", "--model-path", "/m"], "ZMQ worker URL must be ipc://<path>"),
             (&["--worker-urls", "ipc:///tmp/sg/e0"], "has no model identity"),
             (
@@ -345,6 +383,10 @@ mod tests {
             (
                 &["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/tmp", "--tool-call-parser", "qwen3"],
                 "unknown tool-call parser 'qwen3'",
+            ),
+            (
+                &["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/tmp", "--zmq-engine-count", "2", "--dp-aware"],
+                "cannot be dp-aware expanded",
             ),
         ];
         for (args, expected) in cases {

@@ -110,6 +110,10 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         tool_call_parser: None,
         tokenizer_cache: crate::text::tokenizer::cache::CacheConfig::disabled(),
         use_generation_config: true,
+        dp_aware: false,
+        remove_unhealthy_workers: false,
+        metrics_host: "127.0.0.1".into(),
+        metrics_port: args.port.wrapping_sub(1000),
     };
     crate::gateway::run(config)
 }

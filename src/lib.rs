@@ -10,6 +10,7 @@ pub mod gateway;
 pub mod http;
 pub mod inspect;
 pub mod limits;
+pub mod metrics;
 pub mod parsers;
 pub mod pipeline;
 pub mod shard;

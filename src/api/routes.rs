@@ -7,56 +7,94 @@ use crate::error::ApiError;
 use crate::http::request::Request;
 use crate::http::response::Responder;
 use crate::shard::ShardCtx;
-use crate::workers::WorkerStatus;
+use crate::workers::{api as workers_api, WorkerStatus};
 
 use super::openai;
+
+/// A handler's answer: status and JSON body (empty body: plain 200 with no content).
+type Answer = Result<(u16, String), ApiError>;
+
+fn ok(body: String) -> Answer {
+    Ok((200, body))
+}
 
 pub async fn dispatch(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
     let method = req.head.method.as_str();
     let path = req.head.path.trim_end_matches('/');
     let path = if path.is_empty() { "/" } else { path };
-    let result: Result<String, ApiError> = match (method, path) {
+    let answer: Answer = match (method, path) {
         ("POST", "/v1/chat/completions") => return openai::chat::handle(ctx, &req.body, r).await,
         ("POST", "/v1/completions") => return openai::completion::handle(ctx, &req.body, r).await,
-        ("GET", "/v1/models") => openai::models::list(ctx),
-        ("GET", p) if p.starts_with("/v1/models/") => openai::models::get(ctx, &p["/v1/models/".len()..]),
-        ("POST", "/v1/tokenize") | ("POST", "/tokenize") => openai::tokenize::tokenize(ctx, &req.body),
-        ("POST", "/v1/detokenize") | ("POST", "/detokenize") => openai::tokenize::detokenize(ctx, &req.body),
+        ("GET", "/v1/models") => openai::models::list(ctx).and_then(ok),
+        ("GET", p) if p.starts_with("/v1/models/") => openai::models::get(ctx, &p["/v1/models/".len()..]).and_then(ok),
+        ("POST", "/v1/tokenize") | ("POST", "/tokenize") => openai::tokenize::tokenize(ctx, &req.body).and_then(ok),
+        ("POST", "/v1/detokenize") | ("POST", "/detokenize") => {
+            openai::tokenize::detokenize(ctx, &req.body).and_then(ok)
+        }
         ("POST", "/v1/embeddings") => {
             Err(ApiError::not_implemented("unsupported_backend", "ZMQ backend does not support embeddings yet"))
         }
-        ("GET", "/health") | ("GET", "/liveness") | ("GET", "/health_generate") => Ok(String::new()),
-        ("GET", "/readiness") => readiness(ctx),
+        ("GET", "/health") | ("GET", "/liveness") | ("GET", "/health_generate") => Ok((200, String::new())),
+        ("GET", "/readiness") => readiness(ctx).and_then(ok),
+        ("POST", "/workers") => workers_api::add(ctx, &req.body),
+        ("GET", "/workers") => ok(workers_api::list(ctx)),
+        ("GET", p) if p.starts_with("/workers/") => workers_api::get(ctx, &p["/workers/".len()..]).and_then(ok),
+        ("PATCH", p) if p.starts_with("/workers/") => {
+            workers_api::patch(ctx, &p["/workers/".len()..], &req.body).and_then(ok)
+        }
+        ("DELETE", p) if p.starts_with("/workers/") => workers_api::delete(ctx, &p["/workers/".len()..]),
+        ("POST", "/flush_cache") => ok(flush_cache(ctx)),
+        ("POST", "/start_profile") | ("POST", "/stop_profile") => {
+            let op = path.trim_start_matches('/');
+            Err(ApiError::not_implemented("unsupported_backend", format!("{op} is not supported over ZMQ")))
+        }
         (_, p) if is_known(p) => Err(ApiError::method_not_allowed(format!("method {method} is not allowed on {p}"))),
         (_, p) => Err(ApiError::not_found(format!("no route for {method} {p}"))),
     };
-    let _ = match result {
-        Ok(body) if body.is_empty() => r.send(200, "text/plain", b"", &[]).await,
-        Ok(body) => r.send_json(200, body.as_bytes()).await,
+    let _ = match answer {
+        Ok((status, body)) if body.is_empty() => r.send(status, "text/plain", b"", &[]).await,
+        Ok((status, body)) => r.send_json(status, body.as_bytes()).await,
         Err(e) => r.send_error(&e).await,
     };
 }
 
+/// The Prometheus listener's one route.
+pub async fn metrics(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
+    let _ = match (req.head.method.as_str(), req.head.path.as_str()) {
+        ("GET", "/metrics") => {
+            let body = crate::metrics::exposition::render(&ctx.shared);
+            r.send(200, "text/plain; version=0.0.4; charset=utf-8", body.as_bytes(), &[]).await
+        }
+        (m, p) => r.send_error(&ApiError::not_found(format!("no route for {m} {p}"))).await,
+    };
+}
+
 fn is_known(path: &str) -> bool {
-    matches!(
-        path,
-        "/v1/chat/completions"
-            | "/v1/completions"
-            | "/v1/models"
-            | "/v1/tokenize"
-            | "/v1/detokenize"
-            | "/tokenize"
-            | "/detokenize"
-            | "/v1/embeddings"
-            | "/health"
-            | "/liveness"
-            | "/readiness"
-    )
+    path.starts_with("/workers/")
+        || matches!(
+            path,
+            "/v1/chat/completions"
+                | "/v1/completions"
+                | "/v1/models"
+                | "/v1/tokenize"
+                | "/v1/detokenize"
+                | "/tokenize"
+                | "/detokenize"
+                | "/v1/embeddings"
+                | "/health"
+                | "/liveness"
+                | "/readiness"
+                | "/workers"
+                | "/flush_cache"
+                | "/start_profile"
+                | "/stop_profile"
+        )
 }
 
 /// Ready when at least one worker has completed its handshake and the tokenizer has loaded.
 fn readiness(ctx: &Rc<ShardCtx>) -> Result<String, ApiError> {
-    let ready = ctx.shared.workers.iter().filter(|w| w.status() == WorkerStatus::Ready).count();
+    let workers = ctx.shared.registry.snapshot();
+    let ready = workers.iter().filter(|w| w.status() == WorkerStatus::Ready).count();
     if ready == 0 {
         return Err(ApiError::unavailable("insufficient healthy workers"));
     }
@@ -64,5 +102,14 @@ fn readiness(ctx: &Rc<ShardCtx>) -> Result<String, ApiError> {
         Some(Ok(_)) => {}
         _ => return Err(ApiError::unavailable("tokenizer not yet registered")),
     }
-    Ok(format!("{{\"status\":\"ready\",\"healthy_workers\":{ready},\"total_workers\":{}}}", ctx.shared.workers.len()))
+    Ok(format!("{{\"status\":\"ready\",\"healthy_workers\":{ready},\"total_workers\":{}}}", workers.len()))
+}
+
+/// ZMQ engines have no cache-flush RPC over this path: every worker is skipped, by name.
+fn flush_cache(ctx: &Rc<ShardCtx>) -> String {
+    let workers = ctx.shared.registry.snapshot();
+    let skipped: Vec<serde_json::Value> =
+        workers.iter().map(|w| serde_json::Value::String(w.url().to_string())).collect();
+    tracing::info!("flush_cache: skipping {} ZMQ worker(s)", skipped.len());
+    serde_json::json!({"status": "ok", "flushed": [], "skipped_zmq_workers": skipped}).to_string()
 }

@@ -26,7 +26,22 @@ enum ReadStop {
     Fail(ApiError),
 }
 
-pub async fn serve_connection(ctx: Rc<ShardCtx>, mut stream: TcpStream) {
+/// Which route table a listener serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Router {
+    /// The OpenAI API, health and admin routes.
+    Api,
+    /// The Prometheus listener.
+    Metrics,
+}
+
+pub async fn serve_connection(ctx: Rc<ShardCtx>, stream: TcpStream, router: Router) {
+    ctx.metrics().connection_opened();
+    serve(&ctx, stream, router).await;
+    ctx.metrics().connection_closed();
+}
+
+async fn serve(ctx: &Rc<ShardCtx>, mut stream: TcpStream, router: Router) {
     let _ = stream.set_nodelay(true);
     let Some(watch) = dup_stream(&stream) else { return };
     let mut input: Vec<u8> = Vec::with_capacity(limits::http_read_buffer_bytes);
@@ -39,13 +54,20 @@ pub async fn serve_connection(ctx: Rc<ShardCtx>, mut stream: TcpStream) {
                 tracing::info!("shard {}: rejecting request: {}", ctx.index, e);
                 let mut r = Responder::new(&mut stream, &watch, output, false, false);
                 let _ = r.send_error(&e).await;
+                ctx.metrics().response(e.status);
                 return;
             }
         };
         let keep_alive = request.head.keep_alive;
         let http10 = request.head.version_minor == 0;
         let mut responder = Responder::new(&mut stream, &watch, output, keep_alive, http10);
-        crate::api::routes::dispatch(&ctx, request, &mut responder).await;
+        match router {
+            Router::Api => crate::api::routes::dispatch(ctx, request, &mut responder).await,
+            Router::Metrics => crate::api::routes::metrics(ctx, request, &mut responder).await,
+        }
+        if let Some(status) = responder.status() {
+            ctx.metrics().response(status);
+        }
         let reusable = responder.reusable();
         output = responder.into_buffer();
         if !reusable {

@@ -22,6 +22,8 @@ pub struct Responder<'c> {
     keep_alive: bool,
     http10: bool,
     state: State,
+    /// The status line sent, once sent.
+    status: Option<u16>,
     /// Headers every response carries (CORS and the like), set by the router.
     pub extra_headers: Vec<(&'static str, String)>,
 }
@@ -60,7 +62,16 @@ pub fn reason_phrase(status: u16) -> &'static str {
 
 impl<'c> Responder<'c> {
     pub fn new(stream: &'c mut TcpStream, watch: &'c TcpStream, buf: Vec<u8>, keep_alive: bool, http10: bool) -> Self {
-        Responder { stream, watch, buf, keep_alive, http10, state: State::Idle, extra_headers: Vec::new() }
+        Responder {
+            stream,
+            watch,
+            buf,
+            keep_alive,
+            http10,
+            state: State::Idle,
+            status: None,
+            extra_headers: Vec::new(),
+        }
     }
 
     /// Whether the connection can serve another request after this response.
@@ -77,7 +88,13 @@ impl<'c> Responder<'c> {
         self.state != State::Idle
     }
 
+    /// The status sent, if a response went out.
+    pub fn status(&self) -> Option<u16> {
+        self.status
+    }
+
     fn push_head(&mut self, status: u16, content_type: &str, length: Option<usize>, extra: &[(&str, &str)]) {
+        self.status = Some(status);
         let b = &mut self.buf;
         b.clear();
         b.extend_from_slice(if self.http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });

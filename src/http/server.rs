@@ -44,7 +44,7 @@ pub async fn serve(ctx: Rc<ShardCtx>) {
         let ctx = ctx.clone();
         let open = open.clone();
         monoio::spawn(async move {
-            super::conn::serve_connection(ctx, stream).await;
+            super::conn::serve_connection(ctx, stream, super::conn::Router::Api).await;
             open.set(open.get() - 1);
         });
     }

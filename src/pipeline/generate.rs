@@ -14,8 +14,11 @@ use crate::engine::zmq::connection::{EngineLink, Submission};
 use crate::engine::EngineRequest;
 use crate::error::ApiError;
 use crate::http::response::Responder;
+use crate::metrics::{Endpoint, ErrorType};
+use crate::shard::ShardCtx;
 use crate::text::ModelAssets;
 use crate::util::ids::engine_request_id;
+use std::time::Instant;
 
 /// One prompt to generate from.
 pub struct Prompt {
@@ -56,7 +59,10 @@ pub trait Format {
 
 /// Everything `run` needs.
 pub struct Generation {
-    pub shard: usize,
+    pub ctx: Rc<ShardCtx>,
+    pub endpoint: Endpoint,
+    /// When the request arrived (TTFT and duration are measured from here).
+    pub started: Instant,
     pub response_id: String,
     pub model: std::sync::Arc<ModelAssets>,
     pub link: Rc<EngineLink>,
@@ -67,18 +73,43 @@ pub struct Generation {
 }
 
 pub async fn run(g: Generation, format: &dyn Format, r: &mut Responder<'_>) {
+    let metrics = g.ctx.metrics();
+    metrics.request(g.endpoint, g.params.stream);
     let mut states = Vec::new();
     let mut subs: Vec<Option<Submission>> = Vec::new();
     if let Err(e) = submit_all(&g, &mut states, &mut subs).await {
+        metrics.error(g.endpoint, ErrorType::BackendError);
         let _ = r.send_error(&e).await;
         return;
     }
     let prompt_tokens: u64 = g.prompts.iter().map(|p| p.token_ids.len() as u64).sum();
-    if g.params.stream {
-        stream(&g, format, r, states, subs, prompt_tokens).await;
+    let outcome = if g.params.stream {
+        stream(&g, format, r, states, subs, prompt_tokens).await
     } else {
-        collect(&g, format, r, states, subs, prompt_tokens).await;
+        collect(&g, format, r, states, subs, prompt_tokens).await
+    };
+    match outcome {
+        Outcome::Done { completion_tokens, first_token, last_token } => {
+            metrics.tokens(g.endpoint, prompt_tokens, completion_tokens);
+            metrics.duration[g.endpoint as usize].observe(g.started.elapsed().as_secs_f64());
+            if let (Some(first), Some(last)) = (first_token, last_token) {
+                metrics.ttft[g.endpoint as usize].observe((first - g.started).as_secs_f64());
+                if completion_tokens > 1 {
+                    metrics.tpot[g.endpoint as usize]
+                        .observe((last - first).as_secs_f64() / (completion_tokens - 1) as f64);
+                }
+            }
+        }
+        Outcome::Failed => metrics.error(g.endpoint, ErrorType::BackendError),
+        Outcome::ClientGone => {}
     }
+}
+
+/// How a generation ended, for metrics.
+enum Outcome {
+    Done { completion_tokens: u64, first_token: Option<Instant>, last_token: Option<Instant> },
+    Failed,
+    ClientGone,
 }
 
 async fn submit_all(
@@ -99,7 +130,7 @@ async fn submit_all(
             // n samples with an explicit seed: seed + i keeps them distinct and reproducible.
             s.seed = sampling.seed.map(|seed| seed.wrapping_add(i as i64));
             let req = EngineRequest {
-                request_id: engine_request_id(&g.response_id, index, g.shard),
+                request_id: engine_request_id(&g.response_id, index, g.ctx.index),
                 prompt_token_ids: prompt.token_ids.clone(),
                 sampling: s,
                 arrival_time,
@@ -186,7 +217,7 @@ async fn collect(
     mut states: Vec<ChoiceState>,
     mut subs: Vec<Option<Submission>>,
     prompt_tokens: u64,
-) {
+) -> Outcome {
     let watch = r.watch();
     let gone = crate::http::response::client_gone(watch);
     let mut gone = std::pin::pin!(gone);
@@ -196,13 +227,13 @@ async fn collect(
             next = next_any(&subs, &mut start) => next,
             _ = &mut gone => {
                 tracing::info!("request {}: client disconnected; aborting", g.response_id);
-                return;
+                return Outcome::ClientGone;
             }
         };
         if let Step::Failed(e) = apply(g, &mut states, &mut subs, i, ev) {
             drop(subs);
             let _ = r.send_error(&e).await;
-            return;
+            return Outcome::Failed;
         }
     }
     for s in &mut states {
@@ -212,6 +243,7 @@ async fn collect(
     let usage = usage_of(&states, prompt_tokens);
     let body = format.full(&states, &g.prompts, &usage);
     let _ = r.send_json(200, body.as_bytes()).await;
+    Outcome::Done { completion_tokens: usage.completion_tokens, first_token: None, last_token: None }
 }
 
 async fn stream(
@@ -221,7 +253,7 @@ async fn stream(
     mut states: Vec<ChoiceState>,
     mut subs: Vec<Option<Submission>>,
     prompt_tokens: u64,
-) {
+) -> Outcome {
     let opts = &g.params.output;
     let continuous = g.params.include_usage && g.params.continuous_usage_stats;
     let mut payloads: Vec<String> = Vec::new();
@@ -230,8 +262,9 @@ async fn stream(
         format.stream_open(&mut payloads, s.index, &g.prompts[(s.index / n) as usize]);
     }
     if r.start_sse().await.is_err() || emit(r, &mut payloads).await.is_err() {
-        return;
+        return Outcome::ClientGone;
     }
+    let (mut first_token, mut last_token) = (None, None);
     let watch = r.watch();
     let gone = crate::http::response::client_gone(watch);
     let mut gone = std::pin::pin!(gone);
@@ -241,7 +274,7 @@ async fn stream(
             next = next_any(&subs, &mut start) => next,
             _ = &mut gone => {
                 tracing::info!("request {}: client disconnected mid-stream; aborting", g.response_id);
-                return;
+                return Outcome::ClientGone;
             }
         };
         // Everything already queued goes out in the same write.
@@ -250,12 +283,17 @@ async fn stream(
             if let Step::Failed(e) = apply(g, &mut states, &mut subs, i, ev) {
                 drop(std::mem::take(&mut subs));
                 fail_stream(r, &mut payloads, &e).await;
-                return;
+                return Outcome::Failed;
             }
             let usage = continuous.then(|| usage_of(&states, prompt_tokens));
             let state = &mut states[i];
             let logprobs = std::mem::take(&mut state.pending_logprobs);
             let delta = state.take_parsed_delta(opts);
+            if !delta.is_empty() {
+                let now = Instant::now();
+                first_token.get_or_insert(now);
+                last_token = Some(now);
+            }
             if !delta.is_empty() || !logprobs.is_empty() {
                 format.stream_delta(&mut payloads, &states[i], &delta, &logprobs, usage.as_ref());
             }
@@ -266,7 +304,7 @@ async fn stream(
         }
         if emit(r, &mut payloads).await.is_err() {
             tracing::info!("request {}: client went away mid-stream; aborting", g.response_id);
-            return;
+            return Outcome::ClientGone;
         }
     }
     if g.params.include_usage {
@@ -276,6 +314,8 @@ async fn stream(
         r.push_sse(p.as_bytes());
     }
     let _ = r.finish_sse().await;
+    let completion_tokens = usage_of(&states, prompt_tokens).completion_tokens;
+    Outcome::Done { completion_tokens, first_token, last_token }
 }
 
 async fn emit(r: &mut Responder<'_>, payloads: &mut Vec<String>) -> Result<(), crate::http::response::ClientGone> {

@@ -1,32 +1,57 @@
 //! Per-process shared state (`Shared`) and per-shard state (`ShardCtx`), and a shard's main task.
 
 use std::cell::{OnceCell, RefCell};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
+use arc_swap::ArcSwap;
+
 use super::mailbox::{Mailbox, ShardMsg};
 use crate::config::Config;
 use crate::engine::zmq::connection::EngineLink;
+use crate::metrics::ShardMetrics;
 use crate::text::template::ChatTemplate;
-use crate::text::tokenizer::cache::{CacheStats, TokenizerCache};
+use crate::text::tokenizer::cache::TokenizerCache;
 use crate::text::ModelAssets;
-use crate::workers::Worker;
+use crate::workers::registry::Registry;
+use crate::workers::{jobs, WorkerMeta};
 
 /// The parsers that apply to the served model.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ParserChoice {
     pub reasoning: Option<&'static str>,
     pub tool: Option<&'static str>,
 }
 
 impl ParserChoice {
-    /// The gateway flag, else detection from the model name (seed 002, "Parser Selection").
-    pub fn resolve(config: &Config) -> Self {
+    /// Seed 002, "Parser Selection": a worker's label override (workers that disagree: the
+    /// lexicographically smallest name, with a warning), else the gateway flag, else detection
+    /// from the model name.
+    pub fn resolve(config: &Config, registry: &Registry) -> Self {
         let name = &config.served_model_name;
+        let workers = registry.snapshot();
+        let overridden = |label: &str, names: &'static [&'static str]| -> Option<&'static str> {
+            let mut declared: Vec<&'static str> = workers
+                .iter()
+                .filter_map(|w| w.label(label))
+                .filter_map(|n| names.iter().copied().find(|r| *r == n))
+                .collect();
+            declared.sort_unstable();
+            declared.dedup();
+            if declared.len() > 1 {
+                tracing::warn!("workers of model {name} disagree on {label}: {declared:?}; using {}", declared[0]);
+            }
+            declared.first().copied()
+        };
         ParserChoice {
-            reasoning: config.reasoning_parser.or_else(|| crate::parsers::reasoning::detect_reasoning_parser(name)),
-            tool: config.tool_call_parser.or_else(|| crate::parsers::tool::detect_tool_parser(name)),
+            reasoning: overridden("reasoning_parser", crate::parsers::reasoning::reasoning_parser_names())
+                .or(config.reasoning_parser)
+                .or_else(|| crate::parsers::reasoning::detect_reasoning_parser(name)),
+            tool: overridden("tool_parser", crate::parsers::tool::tool_parser_names())
+                .or(config.tool_call_parser)
+                .or_else(|| crate::parsers::tool::detect_tool_parser(name)),
         }
     }
 }
@@ -34,10 +59,12 @@ impl ParserChoice {
 /// Shared by all shards; read-mostly.
 pub struct Shared {
     pub config: Config,
-    pub parsers: ParserChoice,
     pub shards: usize,
-    pub workers: Vec<Arc<Worker>>,
+    pub registry: Registry,
+    parsers: ArcSwap<ParserChoice>,
     pub mailboxes: Vec<Mailbox>,
+    /// One set of counters per shard, each written only by its shard.
+    pub metrics: Vec<crossbeam::utils::CachePadded<ShardMetrics>>,
     pub zmq: zmq::Context,
     model: OnceLock<Result<Arc<ModelAssets>, String>>,
 }
@@ -45,8 +72,8 @@ pub struct Shared {
 impl Shared {
     pub fn new(config: Config) -> Arc<Self> {
         let shards = config.shards;
-        let workers = config.workers.iter().enumerate().map(|(i, w)| Arc::new(Worker::new(i, w.clone()))).collect();
-        let parsers = ParserChoice::resolve(&config);
+        let registry = Registry::default();
+        let parsers = ParserChoice::resolve(&config, &registry);
         tracing::info!(
             "parsers for model {}: reasoning={}, tool-call={}",
             config.served_model_name,
@@ -54,14 +81,33 @@ impl Shared {
             parsers.tool.unwrap_or("none")
         );
         Arc::new(Shared {
-            parsers,
+            parsers: ArcSwap::from_pointee(parsers),
             shards,
-            workers,
+            registry,
             mailboxes: (0..shards).map(|_| Mailbox::default()).collect(),
+            metrics: (0..shards).map(|_| Default::default()).collect(),
             zmq: zmq::Context::new(),
             model: OnceLock::new(),
             config,
         })
+    }
+
+    pub fn parsers(&self) -> ParserChoice {
+        **self.parsers.load()
+    }
+
+    /// Recomputes the parser choice after the workers' labels changed.
+    pub fn refresh_parsers(&self) {
+        let next = ParserChoice::resolve(&self.config, &self.registry);
+        if next != self.parsers() {
+            tracing::info!(
+                "parsers for model {} now: reasoning={}, tool-call={}",
+                self.config.served_model_name,
+                next.reasoning.unwrap_or("none"),
+                next.tool.unwrap_or("none")
+            );
+            self.parsers.store(Arc::new(next));
+        }
     }
 
     /// The model, once its tokenizer has loaded. `Err` holds the load error.
@@ -78,8 +124,8 @@ impl Shared {
 pub struct ShardCtx {
     pub index: usize,
     pub shared: Arc<Shared>,
-    /// This shard's connection to each worker, by worker index (`None` until attached).
-    links: RefCell<Vec<Option<Rc<EngineLink>>>>,
+    /// This shard's connection to each worker, by worker key.
+    links: RefCell<HashMap<u64, Rc<EngineLink>>>,
     template: OnceCell<Result<Rc<ChatTemplate>, String>>,
     tokenizer_cache: RefCell<Option<TokenizerCache>>,
     next_worker: std::cell::Cell<usize>,
@@ -87,32 +133,45 @@ pub struct ShardCtx {
 
 impl ShardCtx {
     pub fn new(shared: Arc<Shared>, index: usize) -> Rc<Self> {
-        let n = shared.workers.len();
         Rc::new(ShardCtx {
             index,
             shared,
-            links: RefCell::new(vec![None; n]),
+            links: RefCell::new(HashMap::new()),
             template: OnceCell::new(),
             tokenizer_cache: RefCell::new(None),
             next_worker: std::cell::Cell::new(0),
         })
     }
 
-    pub fn link(&self, worker: usize) -> Option<Rc<EngineLink>> {
-        self.links.borrow().get(worker).cloned().flatten().filter(|l| l.is_open())
+    /// This shard's counters.
+    pub fn metrics(&self) -> &ShardMetrics {
+        &self.shared.metrics[self.index]
     }
 
-    /// A ready worker's link, rotating over workers (policies come with the workers issue).
+    /// This shard's open link to a worker.
+    pub fn link(&self, worker_key: u64) -> Option<Rc<EngineLink>> {
+        self.links.borrow().get(&worker_key).cloned().filter(|l| l.is_open())
+    }
+
+    /// The largest context any ready worker accepts (for `/v1/models`).
+    pub fn max_model_len(&self) -> Option<u32> {
+        self.links.borrow().values().filter(|l| l.is_open()).map(|l| l.max_model_len()).max()
+    }
+
+    /// A routable worker's link, rotating over workers.
     pub fn pick_link(&self) -> Option<Rc<EngineLink>> {
+        let workers = self.shared.registry.snapshot();
         let links = self.links.borrow();
-        let n = links.len();
+        let n = workers.len();
         for i in 0..n {
             let k = (self.next_worker.get() + i) % n;
-            if let Some(link) = &links[k] {
-                if link.is_open() && link.worker.status() == crate::workers::WorkerStatus::Ready {
-                    self.next_worker.set(k + 1);
-                    return Some(link.clone());
-                }
+            let w = &workers[k];
+            if !w.is_routable() {
+                continue;
+            }
+            if let Some(link) = links.get(&w.key).filter(|l| l.is_open()) {
+                self.next_worker.set(k + 1);
+                return Some(link.clone());
             }
         }
         None
@@ -135,40 +194,43 @@ impl ShardCtx {
             return model.tokenizer.encode(text, add_special_tokens);
         }
         let mut cache = self.tokenizer_cache.borrow_mut();
-        cache.get_or_insert_with(|| TokenizerCache::new(config, &model.tokenizer)).encode(
-            &model.tokenizer,
-            text,
-            add_special_tokens,
-        )
+        let cache = cache.get_or_insert_with(|| TokenizerCache::new(config, &model.tokenizer));
+        let ids = cache.encode(&model.tokenizer, text, add_special_tokens);
+        self.metrics().tokenizer_cache(&cache.stats());
+        ids
     }
 
-    /// This shard's tokenizer-cache counters.
-    pub fn tokenizer_cache_stats(&self) -> Option<CacheStats> {
-        self.tokenizer_cache.borrow().as_ref().map(TokenizerCache::stats)
-    }
-
-    fn on_message(&self, msg: ShardMsg) {
+    fn on_message(self: &Rc<Self>, msg: ShardMsg) {
         match msg {
             ShardMsg::Attach { worker, epoch, input, output, engines, done } => {
-                let w = self.shared.workers[worker].clone();
-                match EngineLink::start(w.clone(), epoch, self.index as u32, input, output, engines) {
-                    Ok(link) => self.links.borrow_mut()[worker] = Some(link),
-                    Err(e) => w.report_lost(epoch, &format!("shard {} cannot take its sockets: {e}", self.index)),
+                if let Some(w) = self.shared.registry.snapshot().iter().find(|w| w.key == worker) {
+                    match EngineLink::start(w.clone(), epoch, self.index as u32, input, output, engines) {
+                        Ok(link) => {
+                            self.links.borrow_mut().insert(worker, link);
+                        }
+                        Err(e) => w.report_lost(epoch, &format!("shard {} cannot take its sockets: {e}", self.index)),
+                    }
                 }
                 done.fetch_sub(1, Ordering::AcqRel);
             }
             ShardMsg::Detach { worker, epoch, reason, done } => {
                 let mut links = self.links.borrow_mut();
-                if let Some(link) = links[worker].take_if(|l| l.epoch == epoch) {
-                    link.close(&reason);
+                if links.get(&worker).is_some_and(|l| l.epoch == epoch) {
+                    if let Some(link) = links.remove(&worker) {
+                        link.close(&reason);
+                    }
                 }
                 done.fetch_sub(1, Ordering::AcqRel);
+            }
+            ShardMsg::AddWorker(req) => jobs::add(self, *req),
+            ShardMsg::RemoveWorker(id) => {
+                jobs::remove(self, &id);
             }
         }
     }
 }
 
-/// A shard's main task: mailbox, (on shard 0) worker supervision, and the HTTP listener.
+/// A shard's main task: mailbox, (on shard 0) the configured workers, and the HTTP listener.
 pub async fn shard_main(shared: Arc<Shared>, index: usize) {
     let ctx = ShardCtx::new(shared.clone(), index);
     {
@@ -181,9 +243,12 @@ pub async fn shard_main(shared: Arc<Shared>, index: usize) {
         });
     }
     if index == 0 {
-        for w in &shared.workers {
-            monoio::spawn(crate::workers::supervisor::supervise(ctx.clone(), w.clone()));
+        // Configured workers were validated with the configuration; register them at once so
+        // their sockets are bound before any engine dials.
+        for w in &shared.config.workers {
+            jobs::register(&ctx, w.clone(), WorkerMeta::default());
         }
+        crate::metrics::server::spawn(ctx.clone());
     }
     crate::http::server::serve(ctx).await;
 }

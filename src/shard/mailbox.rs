@@ -11,9 +11,9 @@ use crate::engine::zmq::vllm::handshake::EngineRegistration;
 
 /// What one shard can ask of another.
 pub enum ShardMsg {
-    /// Take ownership of this shard's socket pair for `worker` (handshake done).
+    /// Take ownership of this shard's socket pair for `worker` (by key; handshake done).
     Attach {
-        worker: usize,
+        worker: u64,
         epoch: u64,
         input: zmq::Socket,
         output: zmq::Socket,
@@ -21,7 +21,11 @@ pub enum ShardMsg {
         done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     },
     /// Drop the socket pair of `worker` for `epoch`, failing its in-flight requests.
-    Detach { worker: usize, epoch: u64, reason: String, done: std::sync::Arc<std::sync::atomic::AtomicUsize> },
+    Detach { worker: u64, epoch: u64, reason: String, done: std::sync::Arc<std::sync::atomic::AtomicUsize> },
+    /// Control shard: validate and register a worker (`POST /workers`).
+    AddWorker(Box<crate::workers::jobs::AddWorker>),
+    /// Control shard: drain and remove a worker (`DELETE /workers/{id}`).
+    RemoveWorker(String),
 }
 
 pub struct Mailbox {

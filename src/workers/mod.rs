@@ -1,14 +1,21 @@
 //! Workers: the engines (or engine groups) the gateway serves, and their lifecycle.
 //!
-//! The registry is fixed at startup here and shared read-only by every shard. A worker's
-//! mutable state is a handful of atomics (status, connection epoch, loss reason flag) so any
-//! shard can read it without locks. Connection work (binding, handshake, re-binding after an
-//! engine is lost) happens on the control shard in `supervisor`.
+//! `registry` holds the worker list, swapped whole on change and read lock-free by every
+//! shard. A worker's mutable state is a handful of atomics (status, connection epoch, in-flight
+//! count, loss and removal flags), so any shard reads it without locks; labels and priority
+//! (control plane only) sit behind a lock nobody on the request path takes. Connection work
+//! (binding, handshake, re-binding after a loss, draining) runs on the control shard in
+//! `supervisor`; `jobs` validates and registers workers; `api` serves `/workers`.
 
+pub mod api;
+pub mod jobs;
+pub mod registry;
 pub mod supervisor;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
+
+use serde_json::{Map, Value};
 
 use crate::config::{Backend, WorkerConfig};
 
@@ -22,6 +29,8 @@ pub enum WorkerStatus {
     Ready = 1,
     /// The engine was lost; the next probe re-binds.
     Dead = 2,
+    /// Removal requested: no new requests; in-flight ones finish, then the worker goes.
+    Draining = 3,
 }
 
 impl WorkerStatus {
@@ -30,36 +39,52 @@ impl WorkerStatus {
             WorkerStatus::Pending => "pending",
             WorkerStatus::Ready => "ready",
             WorkerStatus::Dead => "dead",
+            WorkerStatus::Draining => "draining",
         }
     }
 }
 
+/// Labels and priority: read by the admin API, changed by `PATCH /workers/{id}`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkerMeta {
+    pub labels: Map<String, Value>,
+    pub priority: i64,
+}
+
 pub struct Worker {
-    /// Position in the registry; shards index their links by it.
-    pub index: usize,
+    /// Stable id for the admin API (`GET /workers/{id}`).
+    pub id: String,
+    /// Numeric identity for per-shard maps.
+    pub key: u64,
     pub config: WorkerConfig,
     pub handshake_address: String,
+    meta: RwLock<WorkerMeta>,
     status: AtomicU8,
     /// Incremented per connection attempt; messages about an older epoch are stale.
     epoch: AtomicU64,
     /// Set by any shard that saw the engine die; the supervisor reacts.
     lost: AtomicBool,
     lost_reason: Mutex<String>,
-    /// Requests in flight on this worker, all shards together (a gauge, for health and tests).
+    /// Set by `DELETE /workers/{id}`: the supervisor drains, then removes the worker.
+    removing: AtomicBool,
+    /// Requests in flight on this worker, all shards together.
     pub in_flight: AtomicI64,
 }
 
 impl Worker {
-    pub fn new(index: usize, config: WorkerConfig) -> Self {
+    pub fn new(key: u64, config: WorkerConfig, meta: WorkerMeta) -> Self {
         let handshake_address = crate::config::handshake_address(&config);
         Worker {
-            index,
+            id: format!("w{key:x}"),
+            key,
             config,
             handshake_address,
+            meta: RwLock::new(meta),
             status: AtomicU8::new(WorkerStatus::Pending as u8),
             epoch: AtomicU64::new(0),
             lost: AtomicBool::new(false),
             lost_reason: Mutex::new(String::new()),
+            removing: AtomicBool::new(false),
             in_flight: AtomicI64::new(0),
         }
     }
@@ -73,11 +98,19 @@ impl Worker {
     }
 
     pub fn status(&self) -> WorkerStatus {
+        if self.removing.load(Ordering::Acquire) {
+            return WorkerStatus::Draining;
+        }
         match self.status.load(Ordering::Acquire) {
             1 => WorkerStatus::Ready,
             2 => WorkerStatus::Dead,
             _ => WorkerStatus::Pending,
         }
+    }
+
+    /// Ready and not being removed: may take new requests.
+    pub fn is_routable(&self) -> bool {
+        self.status() == WorkerStatus::Ready
     }
 
     pub(crate) fn set_status(&self, s: WorkerStatus) {
@@ -110,5 +143,28 @@ impl Worker {
         } else {
             None
         }
+    }
+
+    pub(crate) fn request_removal(&self) {
+        self.removing.store(true, Ordering::Release);
+    }
+
+    pub fn is_removing(&self) -> bool {
+        self.removing.load(Ordering::Acquire)
+    }
+
+    pub fn meta(&self) -> WorkerMeta {
+        self.meta.read().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn set_meta(&self, meta: WorkerMeta) {
+        if let Ok(mut m) = self.meta.write() {
+            *m = meta;
+        }
+    }
+
+    /// A label's string value.
+    pub fn label(&self, name: &str) -> Option<String> {
+        self.meta.read().ok()?.labels.get(name).and_then(Value::as_str).map(str::to_string)
     }
 }

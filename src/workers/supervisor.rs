@@ -1,6 +1,8 @@
 //! The control loop of one ZMQ worker, on the control shard (shard 0): bind and handshake, hand
 //! each shard its socket pair, watch the engine, and after a loss tear down and start over on
 //! the next health probe, so a restarted engine reconnects without restarting the gateway.
+//! A removal request (`DELETE /workers/{id}`) cancels a handshake in progress at once, or
+//! drains a connected worker (no new requests; in-flight ones finish) before releasing it.
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,46 +15,87 @@ use crate::limits;
 use crate::shard::mailbox::ShardMsg;
 use crate::shard::ShardCtx;
 
-/// How often the supervisor looks for loss reports from shards.
+/// How often the supervisor looks for loss reports and removal requests.
 const WATCH_TICK: Duration = Duration::from_millis(50);
 /// How often a ready worker's engines are pinged (a send to a vanished engine fails at once).
 const LIVENESS_PING_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How a connected period ended.
+enum Ended {
+    Lost(String),
+    Removed,
+}
 
 pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
     let shared = ctx.shared.clone();
     let probe_interval = Duration::from_secs(shared.config.health_check_interval_s);
     loop {
+        if worker.is_removing() {
+            break;
+        }
         worker.set_status(WorkerStatus::Pending);
         let epoch = worker.next_epoch();
         let _ = worker.take_lost();
-        let attempt = handshake::connect(
-            &shared.zmq,
-            &worker.config,
-            &worker.handshake_address,
-            shared.shards,
-            Duration::from_secs(limits::handshake_timeout_s),
-        )
-        .await;
-        match attempt {
-            Ok(connected) => {
+        let attempt = monoio::select! {
+            r = handshake::connect(
+                &shared.zmq,
+                &worker.config,
+                &worker.handshake_address,
+                shared.shards,
+                Duration::from_secs(limits::handshake_timeout_s),
+            ) => Some(r),
+            _ = removal_requested(&worker) => None,
+        };
+        let ended = match attempt {
+            // Cancelled mid-handshake: the sockets were dropped with the future.
+            None => Ended::Removed,
+            Some(Ok(connected)) => {
                 let files = connected.files.clone();
-                serve_connection(&ctx, &worker, epoch, connected).await;
+                let ended = serve_connection(&ctx, &worker, epoch, connected).await;
                 sockdir::remove_sockets(&files);
+                ended
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 worker.set_status(WorkerStatus::Dead);
                 tracing::warn!(
                     "ZMQ backend handshake failed for {}: {e}; will retry on the next health probe",
                     worker.url()
                 );
+                Ended::Lost(e)
             }
+        };
+        match ended {
+            Ended::Removed => break,
+            Ended::Lost(reason) if shared.config.remove_unhealthy_workers => {
+                tracing::warn!("removing unhealthy worker {} (--remove-unhealthy-workers): {reason}", worker.url());
+                break;
+            }
+            Ended::Lost(_) => {}
         }
-        monoio::time::sleep(probe_interval).await;
+        monoio::select! {
+            _ = monoio::time::sleep(probe_interval) => {},
+            _ = removal_requested(&worker) => break,
+        }
+    }
+    shared.registry.remove(worker.key);
+    shared.refresh_parsers();
+    tracing::info!("Removed worker {} (id {})", worker.url(), worker.id);
+}
+
+async fn removal_requested(worker: &Worker) {
+    while !worker.is_removing() {
+        monoio::time::sleep(WATCH_TICK).await;
     }
 }
 
-/// Hands out the sockets, marks the worker ready, and returns once the engine is lost.
-async fn serve_connection(ctx: &Rc<ShardCtx>, worker: &Arc<Worker>, epoch: u64, connected: handshake::Connected) {
+/// Hands out the sockets, marks the worker ready, and returns once the engine is lost or the
+/// worker has been drained for removal.
+async fn serve_connection(
+    ctx: &Rc<ShardCtx>,
+    worker: &Arc<Worker>,
+    epoch: u64,
+    connected: handshake::Connected,
+) -> Ended {
     let shared = &ctx.shared;
     let engines: Arc<[_]> = connected.engines.into();
     let max_model_len = engines.iter().map(|e| e.max_model_len).min().unwrap_or(0);
@@ -60,7 +103,7 @@ async fn serve_connection(ctx: &Rc<ShardCtx>, worker: &Arc<Worker>, epoch: u64, 
     let done = Arc::new(AtomicUsize::new(shared.shards));
     for (k, (input, output)) in connected.pairs.into_iter().enumerate() {
         shared.mailboxes[k].post(ShardMsg::Attach {
-            worker: worker.index,
+            worker: worker.key,
             epoch,
             input,
             output,
@@ -69,8 +112,9 @@ async fn serve_connection(ctx: &Rc<ShardCtx>, worker: &Arc<Worker>, epoch: u64, 
         });
     }
     wait_for_shards(&done).await;
-    if let Some(reason) = worker.take_lost() {
+    let ended = if let Some(reason) = worker.take_lost() {
         tracing::warn!("ZMQ worker {} lost while attaching: {reason}", worker.url());
+        Ended::Lost(reason)
     } else {
         worker.set_status(WorkerStatus::Ready);
         tracing::info!(
@@ -78,20 +122,23 @@ async fn serve_connection(ctx: &Rc<ShardCtx>, worker: &Arc<Worker>, epoch: u64, 
             worker.url(),
             engines.len()
         );
-        let reason = watch(ctx, worker).await;
-        tracing::error!("ZMQ worker {} lost: {reason}", worker.url());
-    }
+        let ended = watch(ctx, worker).await;
+        if let Ended::Lost(reason) = &ended {
+            tracing::error!("ZMQ worker {} lost: {reason}", worker.url());
+        }
+        ended
+    };
     worker.set_status(WorkerStatus::Dead);
+    let reason = match &ended {
+        Ended::Lost(_) => "worker connection reset",
+        Ended::Removed => "worker removed",
+    };
     let done = Arc::new(AtomicUsize::new(shared.shards));
     for mailbox in &shared.mailboxes {
-        mailbox.post(ShardMsg::Detach {
-            worker: worker.index,
-            epoch,
-            reason: "worker connection reset".into(),
-            done: done.clone(),
-        });
+        mailbox.post(ShardMsg::Detach { worker: worker.key, epoch, reason: reason.into(), done: done.clone() });
     }
     wait_for_shards(&done).await;
+    ended
 }
 
 /// Waits until every shard has processed a hand-over message.
@@ -101,24 +148,28 @@ async fn wait_for_shards(done: &AtomicUsize) {
     }
 }
 
-/// Watches a ready worker until some shard reports it lost or a ping fails.
-async fn watch(ctx: &Rc<ShardCtx>, worker: &Arc<Worker>) -> String {
+/// Watches a ready worker until some shard reports it lost, a ping fails, or a removal
+/// request has drained it.
+async fn watch(ctx: &Rc<ShardCtx>, worker: &Arc<Worker>) -> Ended {
     let mut last_ping = Instant::now();
     loop {
         monoio::time::sleep(WATCH_TICK).await;
         if let Some(reason) = worker.take_lost() {
-            return reason;
+            return Ended::Lost(reason);
+        }
+        if worker.is_removing() && worker.in_flight.load(Ordering::Acquire) <= 0 {
+            return Ended::Removed;
         }
         if last_ping.elapsed() >= LIVENESS_PING_INTERVAL {
             last_ping = Instant::now();
-            match ctx.link(worker.index) {
+            match ctx.link(worker.key) {
                 Some(link) => {
                     if let Err(e) = link.ping() {
                         link.fail(&e);
-                        return e;
+                        return Ended::Lost(e);
                     }
                 }
-                None => return "the control shard's connection closed".into(),
+                None => return Ended::Lost("the control shard's connection closed".into()),
             }
         }
     }

@@ -38,6 +38,7 @@ pub fn free_port() -> u16 {
 
 pub struct Gateway {
     pub port: u16,
+    pub metrics_port: u16,
     pub dir: PathBuf,
     pub worker_url: String,
     pub record: PathBuf,
@@ -117,18 +118,20 @@ impl Gateway {
         }
         sim_args.extend(opts.sim_args.iter().cloned());
         let port = free_port();
+        let metrics_port = free_port();
         let gateway = Command::new(env!("CARGO_BIN_EXE_shardgate"))
             .args(["launch", "--worker-urls", &worker_url, "--model-path"])
             .arg(model_dir())
             .args(["--served-model-name", "test-model", "--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--shards", &opts.shards.to_string(), "--health-check-interval-secs", "1", "--log-level", "debug"])
+            .args(["--metrics-port", &metrics_port.to_string(), "--metrics-host", "127.0.0.1"])
             .args(&opts.gateway_args)
             .envs(opts.gateway_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
             .stderr(log_file(&dir, "gateway.log"))
             .spawn()
             .unwrap();
-        let mut g = Gateway { port, dir, worker_url, record, sim: None, gateway, sim_args };
+        let mut g = Gateway { port, metrics_port, dir, worker_url, record, sim: None, gateway, sim_args };
         g.start_sim();
         if opts.wait_ready {
             g.wait_ready(Duration::from_secs(30));
@@ -252,6 +255,14 @@ impl Gateway {
 
     pub fn get(&self, path: &str) -> Response {
         self.try_request("GET", path, None, &[]).unwrap()
+    }
+
+    /// The Prometheus exposition text.
+    pub fn metrics(&self) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", self.metrics_port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&raw_request("GET", "/metrics", None, &[], true)).unwrap();
+        read_response(&mut BufReader::new(s)).unwrap().text()
     }
 }
 

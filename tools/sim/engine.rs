@@ -1,6 +1,7 @@
 //! The simulated engine: handshake as a headless vLLM engine, then the scheduler loop.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shardgate::engine::zmq::vllm::handshake::{decode_init, encode_registration, encode_status, EngineRegistration};
@@ -51,21 +52,43 @@ pub fn run(args: Args) -> Result<(), String> {
         return Err("--script needs --model-path (the tokenizer turns script text into tokens)".into());
     }
     let ctx = zmq::Context::new();
-    let sockets = handshake(&ctx, &handshake_addr, &args)?;
-    tracing::info!("registered with the gateway at {handshake_addr}; serving");
-    let record = match &args.record {
-        Some(p) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| format!("cannot open {}: {e}", p.display()))?,
-        ),
-        None => None,
-    };
-    let mut sim = Sim::new(args, tokenizer, script, sockets);
-    sim.record = record;
-    sim.serve()
+    let tokenizer = tokenizer.map(Arc::new);
+    let script = Arc::new(script);
+    // One thread per data-parallel rank; the headless launcher exits when any engine exits.
+    let ranks: Vec<_> = (0..args.data_parallel_size)
+        .map(|rank| {
+            let (ctx, args, tokenizer, script, addr) =
+                (ctx.clone(), args.clone(), tokenizer.clone(), script.clone(), handshake_addr.clone());
+            std::thread::Builder::new()
+                .name(format!("rank-{rank}"))
+                .spawn(move || -> Result<(), String> {
+                    let sockets = handshake(&ctx, &addr, &args, rank)?;
+                    tracing::info!("rank {rank} registered with the gateway at {addr}; serving");
+                    let record = match &args.record {
+                        Some(p) => Some(
+                            std::fs::OpenOptions::new()
+                                .create(true)
+                                .append(true)
+                                .open(p)
+                                .map_err(|e| format!("cannot open {}: {e}", p.display()))?,
+                        ),
+                        None => None,
+                    };
+                    let mut sim = Sim::new(args, rank, tokenizer, script, sockets);
+                    sim.record = record;
+                    sim.serve()
+                })
+                .map_err(|e| format!("cannot start rank {rank}: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+    for r in ranks {
+        match r.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err("a rank thread panicked".into()),
+        }
+    }
+    Ok(())
 }
 
 fn handshake_address(args: &Args) -> Result<String, String> {
@@ -78,8 +101,8 @@ fn handshake_address(args: &Args) -> Result<String, String> {
 }
 
 /// HELLO → INIT → connect and register on every input → READY, as `vllm serve --headless`.
-fn handshake(ctx: &zmq::Context, addr: &str, args: &Args) -> Result<Sockets, String> {
-    let identity = 0u16.to_le_bytes();
+fn handshake(ctx: &zmq::Context, addr: &str, args: &Args, rank: u16) -> Result<Sockets, String> {
+    let identity = rank.to_le_bytes();
     let hs = ctx.socket(zmq::DEALER).map_err(|e| e.to_string())?;
     hs.set_identity(&identity).map_err(|e| e.to_string())?;
     hs.set_linger(5000).map_err(|e| e.to_string())?;
@@ -96,8 +119,8 @@ fn handshake(ctx: &zmq::Context, addr: &str, args: &Args) -> Result<Sockets, Str
         max_model_len: args.max_model_len,
         num_gpu_blocks: 16384,
         block_size: 16,
-        data_parallel_rank: 0,
-        data_parallel_size: 1,
+        data_parallel_rank: rank as u32,
+        data_parallel_size: args.data_parallel_size as u32,
         max_num_seqs: args.max_num_seqs as u32,
         vllm_version: "sim".into(),
         dtype: "bfloat16".into(),
@@ -129,8 +152,9 @@ fn handshake(ctx: &zmq::Context, addr: &str, args: &Args) -> Result<Sockets, Str
 
 struct Sim {
     args: Args,
-    tokenizer: Option<Tokenizer>,
-    script: Vec<ScriptLine>,
+    rank: u16,
+    tokenizer: Option<Arc<Tokenizer>>,
+    script: Arc<Vec<ScriptLine>>,
     sockets: Sockets,
     waiting: VecDeque<AddRequest>,
     running: Vec<Running>,
@@ -147,9 +171,16 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(args: Args, tokenizer: Option<Tokenizer>, script: Vec<ScriptLine>, sockets: Sockets) -> Self {
+    fn new(
+        args: Args,
+        rank: u16,
+        tokenizer: Option<Arc<Tokenizer>>,
+        script: Arc<Vec<ScriptLine>>,
+        sockets: Sockets,
+    ) -> Self {
         Sim {
             args,
+            rank,
             tokenizer,
             script,
             sockets,
@@ -222,7 +253,8 @@ impl Sim {
                     self.note(serde_json::json!({"type": "add", "id": req.request_id, "prompt_len": req.prompt.len(),
                         "max_tokens": req.max_tokens, "min_tokens": req.min_tokens, "seed": req.seed,
                         "temperature": req.temperature, "stop_token_ids": req.stop_token_ids,
-                        "eos_token_id": req.eos_token_id, "ignore_eos": req.ignore_eos, "client_index": req.client_index}));
+                        "eos_token_id": req.eos_token_id, "ignore_eos": req.ignore_eos, "client_index": req.client_index,
+                        "rank": self.rank}));
                     if self.fire_faults() {
                         return Ok(());
                     }
@@ -320,7 +352,7 @@ impl Sim {
                 prompt_logprobs: None,
             };
             self.out_buf.clear();
-            wire::encode_batch(0, &[out], &self.load(), self.now_s(), &mut self.out_buf);
+            wire::encode_batch(self.rank as u32, &[out], &self.load(), self.now_s(), &mut self.out_buf);
             return self.send_to(req.client_index, false);
         }
         self.waiting.push_back(req);
@@ -372,7 +404,7 @@ impl Sim {
         while self.running.len() < self.args.max_num_seqs {
             let Some(req) = self.waiting.pop_front() else { break };
             let plan = script::plan(
-                self.tokenizer.as_ref(),
+                self.tokenizer.as_deref(),
                 &self.script,
                 &req.prompt,
                 self.args.seed,
@@ -442,7 +474,7 @@ impl Sim {
                 .collect();
             let mut buf = std::mem::take(&mut self.out_buf);
             buf.clear();
-            wire::encode_batch(0, &outputs, &load, self.started.elapsed().as_secs_f64(), &mut buf);
+            wire::encode_batch(self.rank as u32, &outputs, &load, self.started.elapsed().as_secs_f64(), &mut buf);
             self.out_buf = buf;
             for (i, _, _) in &items {
                 self.running[*i].sent_first = true;

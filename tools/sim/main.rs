@@ -55,6 +55,11 @@ pub struct Args {
     /// Context length reported at registration.
     #[arg(long = "max-model-len", default_value_t = 8192)]
     pub max_model_len: u32,
+    /// Data-parallel engine ranks in this process, each with its own identity (its rank as two
+    /// little-endian bytes), sockets, scheduler and load reports, as `vllm serve --headless
+    /// --data-parallel-size N` starts them.
+    #[arg(long = "data-parallel-size", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub data_parallel_size: u16,
     /// Seed of the deterministic output.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

@@ -18,9 +18,11 @@ use crate::text::ModelAssets;
 use crate::util::json::push_str;
 
 pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
-    match prepare(ctx, body) {
+    let started = std::time::Instant::now();
+    match prepare(ctx, body, started) {
         Ok((g, format)) => generate::run(g, &format, r).await,
         Err(e) => {
+            ctx.metrics().error(crate::metrics::Endpoint::Chat, crate::metrics::ErrorType::of(&e));
             tracing::info!("chat completion rejected: {}", e.message);
             let _ = r.send_error(&e).await;
         }
@@ -28,7 +30,7 @@ pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
 }
 
 /// Everything before dispatch: validation, template, tokenization, worker choice.
-fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, ChatFormat), ApiError> {
+fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: std::time::Instant) -> Result<(Generation, ChatFormat), ApiError> {
     let v = Fields::parse_body(body)?;
     let f = Fields::new(&v);
     let model = super::models::resolve(ctx, &f)?;
@@ -53,7 +55,9 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, ChatFormat), 
         logprobs: params.output.logprobs.map(|k| k as usize),
     };
     let g = Generation {
-        shard: ctx.index,
+        ctx: ctx.clone(),
+        endpoint: crate::metrics::Endpoint::Chat,
+        started,
         response_id,
         model,
         link,
@@ -117,7 +121,7 @@ fn parse_spec(
     thinking_on: bool,
     conversation: &serde_json::Value,
 ) -> Result<ParseSpec, ApiError> {
-    let parsers = ctx.shared.parsers;
+    let parsers = ctx.shared.parsers();
     let separate_reasoning = f.bool("separate_reasoning")?.unwrap_or(true);
     let tool_parser = if *tool_choice == ToolChoice::None || tools.is_empty() { None } else { parsers.tool };
     Ok(ParseSpec {

@@ -20,16 +20,22 @@ use crate::text::ModelAssets;
 use crate::util::json::{push_int, push_str};
 
 pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
-    match prepare(ctx, body) {
+    let started = std::time::Instant::now();
+    match prepare(ctx, body, started) {
         Ok((g, format)) => generate::run(g, &format, r).await,
         Err(e) => {
+            ctx.metrics().error(crate::metrics::Endpoint::Completions, crate::metrics::ErrorType::of(&e));
             tracing::info!("completion rejected: {}", e.message);
             let _ = r.send_error(&e).await;
         }
     }
 }
 
-fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, CompletionFormat), ApiError> {
+fn prepare(
+    ctx: &Rc<ShardCtx>,
+    body: &[u8],
+    started: std::time::Instant,
+) -> Result<(Generation, CompletionFormat), ApiError> {
     let v = Fields::parse_body(body)?;
     let f = Fields::new(&v);
     let model = super::models::resolve(ctx, &f)?;
@@ -56,7 +62,20 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(Generation, CompletionFor
         streams: std::cell::RefCell::new(vec![StreamPosition::default(); prompts.len() * params.n as usize]),
     };
     let parse = ParseSpec::default();
-    Ok((Generation { shard: ctx.index, response_id, model, link, prompts, params, parse }, format))
+    Ok((
+        Generation {
+            ctx: ctx.clone(),
+            endpoint: crate::metrics::Endpoint::Completions,
+            started,
+            response_id,
+            model,
+            link,
+            prompts,
+            params,
+            parse,
+        },
+        format,
+    ))
 }
 
 /// Token-id prompts are validated against the vocabulary: an out-of-range id reaching the

@@ -28,7 +28,7 @@ pub fn loaded(ctx: &ShardCtx) -> Result<Arc<ModelAssets>, ApiError> {
 }
 
 fn model_object(ctx: &ShardCtx, m: &ModelAssets, out: &mut String) {
-    let max_model_len = (0..ctx.shared.workers.len()).filter_map(|w| ctx.link(w)).map(|l| l.max_model_len()).max();
+    let max_model_len = ctx.max_model_len();
     out.push_str("{\"id\":");
     push_str(out, &m.served_name);
     out.push_str(",\"object\":\"model\",\"created\":");

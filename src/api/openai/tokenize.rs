@@ -36,7 +36,7 @@ pub fn tokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
             f.str("prompt")?.ok_or_else(|| ApiError::invalid_param("prompt", "'prompt' or 'messages' is required"))?;
         ctx.encode(&model, prompt, add_special_tokens.unwrap_or(true)).map_err(ApiError::internal)?
     };
-    let max_model_len = (0..ctx.shared.workers.len()).filter_map(|w| ctx.link(w)).map(|l| l.max_model_len()).max();
+    let max_model_len = ctx.max_model_len();
     let mut out = String::from("{\"count\":");
     push_int(&mut out, ids.len());
     out.push_str(",\"max_model_len\":");

@@ -1,0 +1,205 @@
+//! The Prometheus text format (version 0.0.4): every shard's counters summed, worker gauges
+//! from the registry.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use super::histogram::{HistogramSnapshot, BUCKETS_S};
+use super::{ShardMetrics, ENDPOINTS, ERROR_TYPES, STATUSES};
+use crate::shard::Shared;
+use crate::workers::WorkerStatus;
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn sum<F: Fn(&ShardMetrics) -> u64>(shards: &[&ShardMetrics], f: F) -> u64 {
+    shards.iter().map(|m| f(m)).sum()
+}
+
+fn histogram(out: &mut String, name: &str, labels: &str, h: &HistogramSnapshot) {
+    let mut cumulative = 0;
+    for (i, bound) in BUCKETS_S.iter().enumerate() {
+        cumulative += h.buckets.get(i).copied().unwrap_or(0);
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", h.count);
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum_s);
+    let _ = writeln!(out, "{name}_count{{{labels}}} {}", h.count);
+}
+
+pub fn render(shared: &Shared) -> String {
+    let shards: Vec<&ShardMetrics> = shared.metrics.iter().map(|m| &**m).collect();
+    let model = label(&shared.config.served_model_name);
+    let mut out = String::with_capacity(16 * 1024);
+    router_metrics(&mut out, &shards, &model);
+    http_metrics(&mut out, &shards);
+    worker_metrics(&mut out, shared, &model);
+    tokenizer_cache_metrics(&mut out, &shards);
+    header(&mut out, "shardgate_shards", "gauge", "Shards (pinned runtimes) serving requests.");
+    let _ = writeln!(out, "shardgate_shards {}", shared.shards);
+    out
+}
+
+fn router_metrics(out: &mut String, shards: &[&ShardMetrics], model: &str) {
+    let base = |endpoint: &str| {
+        format!("router_type=\"zmq\",connection_mode=\"zmq\",model=\"{model}\",endpoint=\"{endpoint}\"")
+    };
+    header(out, "smg_router_requests_total", "counter", "Requests processed by the router.");
+    for (e, name) in ENDPOINTS {
+        for streaming in [false, true] {
+            let n = sum(shards, |m| m.requests[e as usize][streaming as usize].load(Ordering::Relaxed));
+            let _ = writeln!(out, "smg_router_requests_total{{{},streaming=\"{streaming}\"}} {n}", base(name));
+        }
+    }
+    header(out, "smg_router_request_errors_total", "counter", "Router errors by type.");
+    for (e, name) in ENDPOINTS {
+        for (t, tname) in ERROR_TYPES {
+            let n = sum(shards, |m| m.errors[e as usize][t as usize].load(Ordering::Relaxed));
+            let _ = writeln!(out, "smg_router_request_errors_total{{{},error_type=\"{tname}\"}} {n}", base(name));
+        }
+    }
+    header(out, "smg_router_tokens_total", "counter", "Tokens by type.");
+    for (e, name) in ENDPOINTS {
+        let input = sum(shards, |m| m.tokens_input[e as usize].load(Ordering::Relaxed));
+        let output = sum(shards, |m| m.tokens_output[e as usize].load(Ordering::Relaxed));
+        let _ = writeln!(out, "smg_router_tokens_total{{{},token_type=\"input\"}} {input}", base(name));
+        let _ = writeln!(out, "smg_router_tokens_total{{{},token_type=\"output\"}} {output}", base(name));
+    }
+    type Pick = fn(&ShardMetrics, usize) -> HistogramSnapshot;
+    let histograms: [(&str, &str, Pick); 3] = [
+        ("smg_router_ttft_seconds", "Time to first token (streaming requests).", |m, e| m.ttft[e].snapshot()),
+        ("smg_router_tpot_seconds", "Time per output token (streaming requests).", |m, e| m.tpot[e].snapshot()),
+        ("smg_router_request_duration_seconds", "Router request duration.", |m, e| m.duration[e].snapshot()),
+    ];
+    for (name, help, pick) in histograms {
+        header(out, name, "histogram", help);
+        for (e, ename) in ENDPOINTS {
+            let mut total = HistogramSnapshot::default();
+            for m in shards {
+                total.merge(&pick(m, e as usize));
+            }
+            histogram(out, name, &base(ename), &total);
+        }
+    }
+}
+
+fn http_metrics(out: &mut String, shards: &[&ShardMetrics]) {
+    header(out, "smg_http_responses_total", "counter", "HTTP responses by status code.");
+    for (i, status) in STATUSES.iter().enumerate() {
+        let n = sum(shards, |m| m.responses[i].load(Ordering::Relaxed));
+        let _ = writeln!(out, "smg_http_responses_total{{status_code=\"{status}\"}} {n}");
+    }
+    let other = sum(shards, |m| m.responses[STATUSES.len()].load(Ordering::Relaxed));
+    let _ = writeln!(out, "smg_http_responses_total{{status_code=\"other\"}} {other}");
+    header(out, "smg_http_requests_total", "counter", "HTTP requests received.");
+    let _ = writeln!(out, "smg_http_requests_total {}", sum(shards, |m| m.http_requests.load(Ordering::Relaxed)));
+    header(out, "smg_http_connections_active", "gauge", "Open HTTP connections.");
+    let active: i64 = shards.iter().map(|m| m.connections_active.load(Ordering::Relaxed)).sum();
+    let _ = writeln!(out, "smg_http_connections_active {}", active.max(0));
+    header(out, "shardgate_http_connections_total", "counter", "HTTP connections accepted.");
+    let _ = writeln!(
+        out,
+        "shardgate_http_connections_total {}",
+        sum(shards, |m| m.connections_total.load(Ordering::Relaxed))
+    );
+    header(out, "shardgate_shard_connections_active", "gauge", "Open HTTP connections per shard.");
+    for (i, m) in shards.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "shardgate_shard_connections_active{{shard=\"{i}\"}} {}",
+            m.connections_active.load(Ordering::Relaxed).max(0)
+        );
+    }
+}
+
+fn worker_metrics(out: &mut String, shared: &Shared, model: &str) {
+    let workers = shared.registry.snapshot();
+    header(out, "smg_worker_pool_size", "gauge", "Workers registered.");
+    let _ = writeln!(
+        out,
+        "smg_worker_pool_size{{worker_type=\"regular\",connection_mode=\"zmq\",model=\"{model}\"}} {}",
+        workers.len()
+    );
+    let labels = |w: &crate::workers::Worker| {
+        format!("worker=\"{}\",connection_mode=\"zmq\",runtime_type=\"{}\"", label(w.url()), w.backend().as_str())
+    };
+    header(out, "smg_worker_health", "gauge", "1 when the worker takes requests.");
+    for w in workers.iter() {
+        let _ = writeln!(out, "smg_worker_health{{{}}} {}", labels(w), u8::from(w.is_routable()));
+    }
+    header(out, "smg_worker_status", "gauge", "Worker lifecycle state (1 for the current one).");
+    for w in workers.iter() {
+        for s in [WorkerStatus::Pending, WorkerStatus::Ready, WorkerStatus::Dead, WorkerStatus::Draining] {
+            let _ = writeln!(
+                out,
+                "smg_worker_status{{{},status=\"{}\"}} {}",
+                labels(w),
+                s.as_str(),
+                u8::from(w.status() == s)
+            );
+        }
+    }
+    header(out, "smg_worker_requests_active", "gauge", "Requests in flight per worker.");
+    for w in workers.iter() {
+        let _ =
+            writeln!(out, "smg_worker_requests_active{{{}}} {}", labels(w), w.in_flight.load(Ordering::Relaxed).max(0));
+    }
+    header(out, "shardgate_worker_engines", "gauge", "Data-parallel engines (ranks) behind each worker.");
+    for w in workers.iter() {
+        let _ = writeln!(out, "shardgate_worker_engines{{{}}} {}", labels(w), w.config.engine_count);
+    }
+}
+
+fn tokenizer_cache_metrics(out: &mut String, shards: &[&ShardMetrics]) {
+    header(out, "shardgate_tokenizer_cache_hits_total", "counter", "Tokenizer cache hits by level.");
+    let _ = writeln!(
+        out,
+        "shardgate_tokenizer_cache_hits_total{{level=\"l0\"}} {}",
+        sum(shards, |m| m.tokenizer_cache_l0_hits.load(Ordering::Relaxed))
+    );
+    let _ = writeln!(
+        out,
+        "shardgate_tokenizer_cache_hits_total{{level=\"l1\"}} {}",
+        sum(shards, |m| m.tokenizer_cache_l1_hits.load(Ordering::Relaxed))
+    );
+    header(out, "shardgate_tokenizer_cache_misses_total", "counter", "Tokenizer cache misses by level.");
+    let _ = writeln!(
+        out,
+        "shardgate_tokenizer_cache_misses_total{{level=\"l0\"}} {}",
+        sum(shards, |m| m.tokenizer_cache_l0_misses.load(Ordering::Relaxed))
+    );
+    let _ = writeln!(
+        out,
+        "shardgate_tokenizer_cache_misses_total{{level=\"l1\"}} {}",
+        sum(shards, |m| m.tokenizer_cache_l1_misses.load(Ordering::Relaxed))
+    );
+    header(out, "shardgate_tokenizer_cache_bytes", "gauge", "Bytes held by the tokenizer caches (all shards).");
+    let _ = writeln!(
+        out,
+        "shardgate_tokenizer_cache_bytes{{level=\"l0\"}} {}",
+        sum(shards, |m| m.tokenizer_cache_l0_bytes.load(Ordering::Relaxed))
+    );
+    let _ = writeln!(
+        out,
+        "shardgate_tokenizer_cache_bytes{{level=\"l1\"}} {}",
+        sum(shards, |m| m.tokenizer_cache_l1_bytes.load(Ordering::Relaxed))
+    );
+    header(out, "shardgate_tokenizer_cache_entries", "gauge", "Entries in the tokenizer caches (all shards).");
+    let _ = writeln!(
+        out,
+        "shardgate_tokenizer_cache_entries{{level=\"l0\"}} {}",
+        sum(shards, |m| m.tokenizer_cache_l0_entries.load(Ordering::Relaxed))
+    );
+    let _ = writeln!(
+        out,
+        "shardgate_tokenizer_cache_entries{{level=\"l1\"}} {}",
+        sum(shards, |m| m.tokenizer_cache_l1_entries.load(Ordering::Relaxed))
+    );
+}

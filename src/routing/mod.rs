@@ -1,0 +1,22 @@
+//! Routing: which worker, then which engine rank, gets a request.
+//!
+//! Two decisions, two scopes:
+//! - [`policy`]: among replicas (independent workers, one `ipc://` URL each), the `--policy` picks
+//!   one. One policy instance per shard, owned by the shard: no shared state, no locks, no `Send`.
+//!   A grouped worker is one candidate; the policy never sees its ranks.
+//! - [`rank_load`]: inside a grouped worker (N data-parallel engines behind one socket set), the
+//!   rank with the lowest load score. The table is shared by every shard (`Arc<RankTable>`), lock
+//!   free; each shard passes its own rotation cursor.
+//!
+//! Pure library code: nothing here knows about sockets, engines' wire formats, shards or the
+//! clock of the runtime, so it compiles and is tested on its own. `docs/routing.md` explains the
+//! design; the integrator calls `dispatched` / `finished` / `report` (see [`rank_load`]).
+
+pub mod cache_aware;
+pub mod policy;
+mod prefix_tree;
+pub mod rank_load;
+
+pub use cache_aware::{CacheAwareConfig, CacheAwarePolicy};
+pub use policy::{new_policy, new_policy_seeded, Candidate, Policy, PolicyKind, UnknownPolicy};
+pub use rank_load::{score, RankLoad, RankOutOfRange, RankTable};

@@ -1,0 +1,236 @@
+//! Worker selection among replicas: the `--policy` flag.
+//!
+//! Each shard owns one policy instance (`Box<dyn Policy>`, not `Send`): selection reads only the
+//! candidate list the shard passes in and the policy's own state, and writes nothing shared. The
+//! caller passes the candidates it may route to right now (healthy, serving the model) with a
+//! stable key per worker and its current load; the policy returns an index into that slice.
+//!
+//! Policies, by their `--policy` names:
+//! - `round_robin`: the next candidate after the last pick (per shard).
+//! - `random`: uniform.
+//! - `power_of_two`: two distinct candidates at random, the less loaded one.
+//! - `least_load`: the least loaded; ties rotate.
+//! - `cache_aware`: the candidate whose cache most likely holds the prompt's prefix, unless load
+//!   is imbalanced (see [`crate::routing::cache_aware`]).
+//!
+//! Invariant: `select` returns `None` only for an empty candidate list, and otherwise an index
+//! below `candidates.len()`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use super::cache_aware::{CacheAwareConfig, CacheAwarePolicy};
+
+/// A worker the policy may pick. A grouped worker (several engine ranks) is one candidate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    /// Stable identity of the worker (e.g. a hash of its URL); the same worker keeps its key for
+    /// its lifetime, and `cache_aware` remembers prefixes by it.
+    pub key: u64,
+    /// Gateway in-flight requests on the worker plus the engine-reported queue; only compared.
+    pub load: u64,
+}
+
+/// A routing policy instance. One per shard.
+pub trait Policy {
+    /// The `--policy` this instance implements.
+    fn kind(&self) -> PolicyKind;
+
+    /// Picks one of `candidates` for a request whose prompt is `tokens` (policies other than
+    /// `cache_aware` ignore them). `None` only when `candidates` is empty.
+    fn select(&mut self, candidates: &[Candidate], tokens: &[u32]) -> Option<usize>;
+
+    /// The worker with this key was removed: forget what is remembered about it.
+    fn on_removed(&mut self, _key: u64) {}
+}
+
+/// The `--policy` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PolicyKind {
+    RoundRobin,
+    Random,
+    PowerOfTwo,
+    LeastLoad,
+    CacheAware,
+}
+
+impl PolicyKind {
+    /// Every policy, in the order the error text lists them.
+    pub const ALL: [PolicyKind; 5] = [
+        PolicyKind::RoundRobin,
+        PolicyKind::Random,
+        PolicyKind::PowerOfTwo,
+        PolicyKind::LeastLoad,
+        PolicyKind::CacheAware,
+    ];
+
+    /// The flag value.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::RoundRobin => "round_robin",
+            PolicyKind::Random => "random",
+            PolicyKind::PowerOfTwo => "power_of_two",
+            PolicyKind::LeastLoad => "least_load",
+            PolicyKind::CacheAware => "cache_aware",
+        }
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A `--policy` value that names no policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownPolicy(pub String);
+
+impl fmt::Display for UnknownPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown policy '{}'; valid policies: ", self.0)?;
+        for (index, kind) in PolicyKind::ALL.iter().enumerate() {
+            let separator = if index == 0 { "" } else { ", " };
+            write!(f, "{separator}{kind}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for UnknownPolicy {}
+
+impl FromStr for PolicyKind {
+    type Err = UnknownPolicy;
+
+    /// Exact names only (as SMG's `--policy`): no case folding, no aliases.
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        PolicyKind::ALL.into_iter().find(|kind| kind.name() == value).ok_or_else(|| UnknownPolicy(value.to_owned()))
+    }
+}
+
+/// A policy seeded from the OS (so shards and gateways do not move in lockstep).
+pub fn new_policy(kind: PolicyKind, config: &CacheAwareConfig) -> Box<dyn Policy> {
+    new_policy_seeded(kind, config, rand::rng().random())
+}
+
+/// A policy with a fixed seed for its random choices (tests, simulations, benchmarks).
+pub fn new_policy_seeded(kind: PolicyKind, config: &CacheAwareConfig, seed: u64) -> Box<dyn Policy> {
+    match kind {
+        PolicyKind::RoundRobin => Box::new(RoundRobin { next_index: 0 }),
+        PolicyKind::Random => Box::new(Random { rng: SmallRng::seed_from_u64(seed) }),
+        PolicyKind::PowerOfTwo => Box::new(PowerOfTwo { rng: SmallRng::seed_from_u64(seed) }),
+        PolicyKind::LeastLoad => Box::new(LeastLoad { cursor: 0 }),
+        PolicyKind::CacheAware => Box::new(CacheAwarePolicy::new(config)),
+    }
+}
+
+/// The index of the lowest `key(candidate)`, scanning from `*cursor` in rotation order so that
+/// ties go to the first at or after the cursor; moves the cursor past the pick. `candidates` must
+/// not be empty.
+pub(crate) fn lowest_rotating<K: PartialOrd>(
+    candidates: &[Candidate],
+    cursor: &mut usize,
+    mut key: impl FnMut(usize, &Candidate) -> K,
+) -> usize {
+    let count = candidates.len();
+    let start = if *cursor < count { *cursor } else { *cursor % count };
+    let mut best_index = start;
+    let mut best_key = key(start, &candidates[start]);
+    for offset in 1..count {
+        let index = if start + offset < count { start + offset } else { start + offset - count };
+        let candidate_key = key(index, &candidates[index]);
+        if candidate_key < best_key {
+            best_key = candidate_key;
+            best_index = index;
+        }
+    }
+    *cursor = best_index + 1;
+    best_index
+}
+
+struct RoundRobin {
+    next_index: usize,
+}
+
+impl Policy for RoundRobin {
+    fn kind(&self) -> PolicyKind {
+        PolicyKind::RoundRobin
+    }
+
+    fn select(&mut self, candidates: &[Candidate], _tokens: &[u32]) -> Option<usize> {
+        if candidates.is_empty() {
+            return None;
+        }
+        // Modulo rather than wrap-at-len: the candidate list can shrink between calls.
+        let index = self.next_index % candidates.len();
+        self.next_index = index + 1;
+        Some(index)
+    }
+}
+
+struct Random {
+    rng: SmallRng,
+}
+
+impl Policy for Random {
+    fn kind(&self) -> PolicyKind {
+        PolicyKind::Random
+    }
+
+    fn select(&mut self, candidates: &[Candidate], _tokens: &[u32]) -> Option<usize> {
+        if candidates.is_empty() {
+            return None;
+        }
+        Some(self.rng.random_range(0..candidates.len()))
+    }
+}
+
+struct PowerOfTwo {
+    rng: SmallRng,
+}
+
+impl Policy for PowerOfTwo {
+    fn kind(&self) -> PolicyKind {
+        PolicyKind::PowerOfTwo
+    }
+
+    fn select(&mut self, candidates: &[Candidate], _tokens: &[u32]) -> Option<usize> {
+        match candidates.len() {
+            0 => None,
+            1 => Some(0),
+            count => {
+                // Two distinct indices: draw the second from count − 1 and skip over the first.
+                let first = self.rng.random_range(0..count);
+                let mut second = self.rng.random_range(0..count - 1);
+                if second >= first {
+                    second += 1;
+                }
+                Some(if candidates[second].load < candidates[first].load { second } else { first })
+            }
+        }
+    }
+}
+
+struct LeastLoad {
+    cursor: usize,
+}
+
+impl Policy for LeastLoad {
+    fn kind(&self) -> PolicyKind {
+        PolicyKind::LeastLoad
+    }
+
+    fn select(&mut self, candidates: &[Candidate], _tokens: &[u32]) -> Option<usize> {
+        if candidates.is_empty() {
+            return None;
+        }
+        Some(lowest_rotating(candidates, &mut self.cursor, |_, candidate| candidate.load))
+    }
+}
+
+#[cfg(test)]
+#[path = "policy_tests.rs"]
+mod tests;

@@ -1,0 +1,164 @@
+//! Registering and removing workers, on the control shard. Every rejection is logged as
+//! `Failed job: type=AddWorker, worker=<url> <reason>` with the seed's reason texts, since a
+//! worker added through the API gets its answer (202) before these checks run.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::{Worker, WorkerMeta};
+use crate::config::{Backend, WorkerConfig};
+use crate::parsers::{reasoning, tool};
+use crate::shard::ShardCtx;
+
+/// A worker to add, as the API (or the command line) describes it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AddWorker {
+    pub url: String,
+    pub runtime: Option<String>,
+    pub zmq_handshake_address: Option<String>,
+    pub dp_size: Option<usize>,
+    pub dp_rank: Option<i64>,
+    pub worker_type: Option<String>,
+    pub connection_mode: Option<String>,
+    pub labels: Map<String, Value>,
+    pub priority: i64,
+}
+
+/// Checks a request against the gateway and the registered workers.
+pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, WorkerMeta), String> {
+    let url = &req.url;
+    let is_ipc = url.starts_with("ipc://");
+    if !is_ipc {
+        if req.zmq_handshake_address.is_some() {
+            return Err("zmq_handshake_address is only valid for ZMQ workers (ipc:// URLs)".into());
+        }
+        if req.connection_mode.as_deref() == Some("zmq") {
+            return Err("ZMQ worker URL must be ipc://<path>".into());
+        }
+        return Err(format!("worker {url} is not a ZMQ worker: this gateway serves ipc:// workers only"));
+    }
+    let path = url.trim_start_matches("ipc://");
+    if path.is_empty() || !path.starts_with('/') {
+        return Err("ZMQ worker URL must be ipc://<path>".into());
+    }
+    let backend = match req.runtime.as_deref() {
+        None => {
+            tracing::info!("runtime_type unspecified for ZMQ worker; defaulting to vLLM EngineCore");
+            Backend::Vllm
+        }
+        Some("vllm") => Backend::Vllm,
+        Some("tokenspeed") => {
+            return Err(format!("ZMQ worker {url} has runtime tokenspeed: the TokenSpeed ZMQ wire is not available in this build yet"))
+        }
+        Some(other) => {
+            return Err(format!(
+                "ZMQ worker {url} has unsupported runtime {other}: only vllm and tokenspeed are supported over the ZMQ direct backend"
+            ))
+        }
+    };
+    if let Some(addr) = &req.zmq_handshake_address {
+        if !addr.starts_with("tcp://") {
+            return Err("zmq_handshake_address must be a tcp:// address".into());
+        }
+    }
+    if let Some(t) = req.worker_type.as_deref().filter(|t| *t != "regular") {
+        return Err(format!("ZMQ worker {url} cannot serve worker type {t}: ZMQ workers must be regular"));
+    }
+    if req.dp_rank.is_some() {
+        return Err(format!("ZMQ worker {url} takes dp_size for a grouped worker; leave dp_rank unset"));
+    }
+    let engine_count = req.dp_size.unwrap_or(1);
+    if engine_count == 0 || engine_count > crate::limits::engines_per_worker_max {
+        return Err(format!(
+            "ZMQ worker {url} has dp_size {engine_count}: it must be between 1 and {}",
+            crate::limits::engines_per_worker_max
+        ));
+    }
+    let config = &ctx.shared.config;
+    if engine_count > 1 && config.dp_aware {
+        return Err(format!(
+            "ZMQ worker {url} is a grouped worker (dp_size {engine_count}) and cannot be dp-aware expanded"
+        ));
+    }
+    check_model_identity(ctx, url, &req.labels)?;
+    check_parser_labels(url, &config.served_model_name, &req.labels)?;
+    let registry = &ctx.shared.registry;
+    if registry.find_url(url).is_some() {
+        return Err(format!("worker {url} is already registered"));
+    }
+    let worker = WorkerConfig {
+        url: url.clone(),
+        path: path.to_string(),
+        backend,
+        engine_count,
+        handshake_address: req.zmq_handshake_address.clone(),
+    };
+    let addr = crate::config::handshake_address(&worker);
+    if let Some(other) = registry.snapshot().iter().find(|w| w.handshake_address == addr) {
+        return Err(format!("would bind handshake address {addr}, already claimed by worker {}", other.url()));
+    }
+    Ok((worker, WorkerMeta { labels: req.labels.clone(), priority: req.priority }))
+}
+
+fn check_model_identity(ctx: &ShardCtx, url: &str, labels: &Map<String, Value>) -> Result<(), String> {
+    let ours = ctx.shared.config.model_path.display().to_string();
+    match labels.get("model_path").and_then(Value::as_str) {
+        Some(theirs) if theirs != ours && theirs != ctx.shared.config.served_model_name => Err(format!(
+            "ZMQ worker {url} serves model {theirs}, but this gateway serves {ours} (one model per gateway)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Per-model parser overrides in labels must name registered parsers.
+fn check_parser_labels(url: &str, model: &str, labels: &Map<String, Value>) -> Result<(), String> {
+    if let Some(name) = labels.get("tool_parser").and_then(Value::as_str) {
+        if !tool::tool_parser_names().contains(&name) {
+            return Err(format!("worker {url} declares unknown tool_parser '{name}' for model '{model}'"));
+        }
+    }
+    if let Some(name) = labels.get("reasoning_parser").and_then(Value::as_str) {
+        if !reasoning::reasoning_parser_names().contains(&name) {
+            return Err(format!("worker {url} declares unknown reasoning_parser '{name}' for model '{model}'"));
+        }
+    }
+    Ok(())
+}
+
+/// Validates and registers a worker, then starts its supervisor. Control shard only.
+pub fn add(ctx: &Rc<ShardCtx>, req: AddWorker) {
+    match validate(ctx, &req) {
+        Ok((config, meta)) => register(ctx, config, meta),
+        Err(reason) => tracing::error!("Failed job: type=AddWorker, worker={} {reason}", req.url),
+    }
+}
+
+pub fn register(ctx: &Rc<ShardCtx>, config: WorkerConfig, meta: WorkerMeta) {
+    let shared = &ctx.shared;
+    let worker = Arc::new(Worker::new(shared.registry.next_key(), config, meta));
+    tracing::info!(
+        "Registered ZMQ worker {} (id {}, runtime {:?}, engines {})",
+        worker.url(),
+        worker.id,
+        worker.backend(),
+        worker.config.engine_count
+    );
+    shared.registry.insert(worker.clone());
+    shared.refresh_parsers();
+    monoio::spawn(super::supervisor::supervise(ctx.clone(), worker));
+}
+
+/// Starts removing a worker: it stops taking requests at once; its supervisor drains it and
+/// takes it out of the registry.
+pub fn remove(ctx: &ShardCtx, id: &str) -> bool {
+    match ctx.shared.registry.find(id) {
+        Some(w) => {
+            tracing::info!("Removing worker {} (id {}): draining", w.url(), w.id);
+            w.request_removal();
+            true
+        }
+        None => false,
+    }
+}
