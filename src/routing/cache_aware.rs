@@ -17,12 +17,11 @@
 //! `eviction_interval_secs`. There is no background thread: sweeps run inside `select`, and cost
 //! only the entries they free.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::time::Instant;
 
 use super::policy::{lowest_rotating, Candidate, Policy, PolicyKind};
-use super::prefix_tree::{hash_blocks, PrefixTree, NO_CANDIDATE};
+use super::prefix_tree::{hash_blocks, KeyMap, PrefixTree, NO_CANDIDATE};
 
 /// The `cache_aware` settings, named after SMG's flags.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,7 +84,7 @@ impl CacheAwareConfig {
 /// array. A removed worker's slot is reused only after the tree forgot it.
 #[derive(Default)]
 struct TenantSlots {
-    slot_of_key: HashMap<u64, u32>,
+    slot_of_key: KeyMap<u32>,
     slot_count: u32,
     free_slots: Vec<u32>,
 }

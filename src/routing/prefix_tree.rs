@@ -62,6 +62,40 @@ impl Hasher for PassThroughHasher {
     }
 }
 
+/// For keys that may be small or sequential (worker keys): murmur3's fmix64, a few cycles where
+/// std's SipHash costs tens of ns per lookup.
+#[derive(Default)]
+pub(crate) struct MixHasher(u64);
+
+impl Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        fmix64(self.0)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Never called for u64 keys; defined so the hasher is total.
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 ^= value;
+    }
+}
+
+/// A map keyed by worker keys.
+pub(crate) type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<MixHasher>>;
+
+/// murmur3's 64-bit finalizer: every input bit affects every output bit.
+fn fmix64(mut state: u64) -> u64 {
+    state ^= state >> 33;
+    state = state.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    state ^= state >> 33;
+    state = state.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    state ^ state >> 33
+}
+
 /// A tenant's presence on a node: which tenant, and when it was last sent this prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Stamp {
@@ -137,25 +171,31 @@ pub(crate) fn hash_blocks(tokens: &[u32], block_size: usize, out: &mut Vec<u64>)
     }
 }
 
-/// FxHash-style absorption, two tokens per step, then a full avalanche (murmur3's fmix64) so
-/// the result can index the table directly.
+/// FxHash-style absorption (rotate, xor, multiply) in four independent lanes of two tokens each,
+/// so the multiplies pipeline instead of waiting on one another; the lanes start from constants,
+/// so consecutive blocks overlap too. The parent and the lanes are then folded together and fully
+/// avalanched so the result can index the table directly.
 fn hash_block(parent: u64, block: &[u32]) -> u64 {
     const MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut state = parent;
-    let mut pairs = block.chunks_exact(2);
-    for pair in &mut pairs {
-        let word = u64::from(pair[0]) | u64::from(pair[1]) << 32;
-        state = (state.rotate_left(23) ^ word).wrapping_mul(MULTIPLIER);
+    let absorb = |lane: u64, word: u64| (lane.rotate_left(23) ^ word).wrapping_mul(MULTIPLIER);
+    // Digits of pi: four unrelated starting states.
+    let mut lanes: [u64; 4] =
+        [0x243F_6A88_85A3_08D3, 0x1319_8A2E_0370_7344, 0xA409_3822_299F_31D0, 0x082E_FA98_EC4E_6C89];
+    let mut chunks = block.chunks_exact(8);
+    for chunk in &mut chunks {
+        for (lane_index, lane) in lanes.iter_mut().enumerate() {
+            let word = u64::from(chunk[2 * lane_index]) | u64::from(chunk[2 * lane_index + 1]) << 32;
+            *lane = absorb(*lane, word);
+        }
     }
-    if let [last] = pairs.remainder() {
-        state = (state.rotate_left(23) ^ u64::from(*last)).wrapping_mul(MULTIPLIER);
+    for (position, &token) in chunks.remainder().iter().enumerate() {
+        lanes[position % 4] = absorb(lanes[position % 4], u64::from(token));
     }
-    state ^= block.len() as u64;
-    state ^= state >> 33;
-    state = state.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
-    state ^= state >> 33;
-    state = state.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
-    state ^ state >> 33
+    let mut state = parent ^ block.len() as u64;
+    for lane in lanes {
+        state = absorb(state, lane);
+    }
+    fmix64(state)
 }
 
 impl PrefixTree {

@@ -58,7 +58,13 @@ const KV_BITS: u32 = 16;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 const KV_MASK: u64 = (1 << KV_BITS) - 1;
 /// 2^15: 1.0 encodes as 32768 (fits 16 bits) and every k/32768 decodes exactly.
-const KV_SCALE: f64 = 32768.0;
+const KV_SCALE_BITS: u32 = 15;
+const KV_SCALE: f64 = (1u64 << KV_SCALE_BITS) as f64;
+/// [`KV_PENALTY_KNEE`] and [`KV_PENALTY_WEIGHT`] for the fixed-point score of `select`.
+const KV_KNEE_FIXED: u64 = 1 << (KV_SCALE_BITS - 1);
+const KV_PENALTY_WEIGHT_FIXED: u64 = 6;
+const _: () = assert!(KV_KNEE_FIXED as f64 == KV_PENALTY_KNEE * KV_SCALE);
+const _: () = assert!(KV_PENALTY_WEIGHT_FIXED as f64 == KV_PENALTY_WEIGHT);
 const _: () = assert!(RUNNING_SHIFT == WAITING_SHIFT + COUNT_BITS && WAITING_SHIFT == KV_BITS);
 const _: () = assert!(RUNNING_SHIFT + COUNT_BITS == 64);
 const _: () = assert!(KV_SCALE as u64 <= KV_MASK);
@@ -148,13 +154,19 @@ struct RankSlot {
 }
 
 impl RankSlot {
-    /// Relaxed loads: a score is a heuristic over values that change every millisecond, and the
-    /// report word cannot tear whatever the ordering.
+    /// The score in fixed point, `score × 2^15`, from relaxed loads: a score is a heuristic over
+    /// values that change every millisecond, and the report word cannot tear whatever the
+    /// ordering. Integer arithmetic is exact here (KV usage is already a multiple of 2^-15) and
+    /// needs no int-to-float conversions, which is most of the per-rank cost of `select`.
     #[inline(always)]
-    fn score_relaxed(&self) -> f64 {
+    fn score_fixed_relaxed(&self) -> u64 {
         let in_flight = self.in_flight.load(Ordering::Relaxed);
         let report = PackedReport(self.report.load(Ordering::Relaxed));
-        score_parts(in_flight, report.running(), report.waiting(), report.kv_cache_usage())
+        let queued = u64::from(report.running()) + u64::from(report.waiting());
+        // Capped so the shift cannot overflow; 2^48 requests in flight is not a real state.
+        let floor = in_flight.max(queued).min(1 << 48);
+        let kv_above_knee = (report.0 & KV_MASK).saturating_sub(KV_KNEE_FIXED);
+        (floor << KV_SCALE_BITS) + u64::from(report.waiting()) * KV_PENALTY_WEIGHT_FIXED * kv_above_knee
     }
 
     /// Called when `in_flight` went from 1 to 0: zero running and waiting, keep KV usage.
@@ -224,13 +236,16 @@ impl RankTable {
     #[inline]
     pub fn select(&self, cursor: &mut usize) -> usize {
         let rank_count = self.slots.len();
+        if rank_count == 1 {
+            return 0;
+        }
         let start = if *cursor < rank_count { *cursor } else { *cursor % rank_count };
         let (before, from_start) = self.slots.split_at(start);
         let mut best_rank = start;
-        let mut best_score = from_start[0].score_relaxed();
+        let mut best_score = from_start[0].score_fixed_relaxed();
         // Strictly lower only: the earliest tie in rotation order keeps the win.
         let mut consider = |rank: usize, slot: &RankSlot| {
-            let score = slot.score_relaxed();
+            let score = slot.score_fixed_relaxed();
             if score < best_score {
                 best_score = score;
                 best_rank = rank;

@@ -103,6 +103,10 @@ fn select_agrees_with_score_of_snapshots() {
         let mut cursor = rng.random_range(0..ranks);
         let picked = table.select(&mut cursor);
         let scores: Vec<f64> = table.snapshots().map(|load| score(&load)).collect();
+        for (rank, slot) in table.slots.iter().enumerate() {
+            let fixed = slot.score_fixed_relaxed() as f64 / KV_SCALE;
+            assert_eq!(fixed, scores[rank], "round {round}: select's fixed-point score of rank {rank}");
+        }
         let lowest = scores.iter().copied().fold(f64::INFINITY, f64::min);
         assert_eq!(scores[picked], lowest, "round {round}: picked {picked} of {scores:?}");
     }

@@ -47,14 +47,10 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
             _ = removal_requested(&worker) => None,
         };
         let ended = match attempt {
-            // Cancelled mid-handshake: the sockets were dropped with the future.
+            // Cancelled mid-handshake: the sockets were dropped with the future; their files
+            // are removed below.
             None => Ended::Removed,
-            Some(Ok(connected)) => {
-                let files = connected.files.clone();
-                let ended = serve_connection(&ctx, &worker, epoch, connected).await;
-                sockdir::remove_sockets(&files);
-                ended
-            }
+            Some(Ok(connected)) => serve_connection(&ctx, &worker, epoch, connected).await,
             Some(Err(e)) => {
                 worker.set_status(WorkerStatus::Dead);
                 tracing::warn!(
@@ -72,11 +68,18 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
             }
             Ended::Lost(_) => {}
         }
+        // Released between attempts, so no stale file outlives a connection.
+        let files: Vec<(String, String)> =
+            (0..shared.shards).map(|k| sockdir::socket_paths(&worker.config.path, k)).collect();
+        sockdir::remove_sockets(&files);
         monoio::select! {
             _ = monoio::time::sleep(probe_interval) => {},
             _ = removal_requested(&worker) => break,
         }
     }
+    let files: Vec<(String, String)> =
+        (0..shared.shards).map(|k| sockdir::socket_paths(&worker.config.path, k)).collect();
+    sockdir::remove_sockets(&files);
     shared.registry.remove(worker.key);
     shared.refresh_parsers();
     tracing::info!("Removed worker {} (id {})", worker.url(), worker.id);

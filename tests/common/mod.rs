@@ -149,6 +149,21 @@ impl Gateway {
         self.sim = Some(child);
     }
 
+    /// Starts another simulator for `worker_url` (killed when the guard drops).
+    pub fn spawn_sim(&self, worker_url: &str, extra: &[&str]) -> ChildGuard {
+        let name = format!("sim-{}.log", NEXT.fetch_add(1, Ordering::SeqCst));
+        let child = Command::new(env!("CARGO_BIN_EXE_shardgate-sim"))
+            .args(["--worker-url", worker_url, "--model-path"])
+            .arg(model_dir())
+            .args(["--record", &self.record.display().to_string(), "--itl-ms", "2", "--ttft-ms", "5"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log_file(&self.dir, &name))
+            .spawn()
+            .unwrap();
+        ChildGuard(child)
+    }
+
     /// Kills the simulator like SIGKILL would (no death sentinel).
     pub fn kill_sim(&mut self) {
         if let Some(mut c) = self.sim.take() {
@@ -263,6 +278,16 @@ impl Gateway {
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s.write_all(&raw_request("GET", "/metrics", None, &[], true)).unwrap();
         read_response(&mut BufReader::new(s)).unwrap().text()
+    }
+}
+
+/// Kills its process when dropped.
+pub struct ChildGuard(pub Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 

@@ -16,6 +16,7 @@ class Stack:
             f.write(json.dumps({"text": script_text}) + "\n")
         url = f"ipc://{work}/engine"
         self.port = free_port()
+        self.metrics_port = free_port()
         self.served = served
         self.work = work
         self.procs = [
@@ -24,7 +25,8 @@ class Stack:
                              stderr=open(os.path.join(work, "sim.log"), "w")),
             subprocess.Popen([os.path.join(target, "shardgate"), "launch", "--worker-urls", url,
                               "--model-path", model_dir, "--served-model-name", served, "--host", "127.0.0.1",
-                              "--port", str(self.port), "--health-check-interval-secs", "1", *gateway_args],
+                              "--port", str(self.port), "--health-check-interval-secs", "1",
+                              "--metrics-port", str(self.metrics_port), "--metrics-host", "127.0.0.1", *gateway_args],
                              stderr=open(os.path.join(work, "gateway.log"), "w")),
         ]
         deadline = time.time() + 30
@@ -39,6 +41,10 @@ class Stack:
                 self.close()
                 raise RuntimeError(f"gateway not ready; see {work}")
             time.sleep(0.02)
+
+    @property
+    def metrics_url(self):
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     @property
     def base_url(self):

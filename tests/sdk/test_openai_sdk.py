@@ -29,6 +29,12 @@ def main():
                 except Exception as e:  # noqa: BLE001 - report and continue
                     failures += 1
                     print(f"FAIL {name}: {type(e).__name__}: {e}")
+            try:
+                metrics_parse_with_prometheus_client(stack.metrics_url)
+                print("ok   metrics_parse_with_prometheus_client")
+            except Exception as e:  # noqa: BLE001
+                failures += 1
+                print(f"FAIL metrics_parse_with_prometheus_client: {type(e).__name__}: {e}")
         # A stream whose engine dies mid-way: the SDK raises APIError from the error event.
         with Stack(target, model_dir, os.path.join(work, "die"), TEXT * 50,
                    sim_args=["--fault", "die@2", "--itl-ms", "20"]) as stack:
@@ -39,8 +45,25 @@ def main():
             except Exception as e:  # noqa: BLE001
                 failures += 1
                 print(f"FAIL stream_error_raises: {type(e).__name__}: {e}")
-    print(f"{len(TESTS) + 1 - failures}/{len(TESTS) + 1} SDK checks passed")
+    print(f"{len(TESTS) + 2 - failures}/{len(TESTS) + 2} SDK checks passed")
     sys.exit(1 if failures else 0)
+
+
+def metrics_parse_with_prometheus_client(url):
+    """The exposition parses with Prometheus' own Python parser and counts what ran."""
+    import urllib.request
+    from prometheus_client.parser import text_string_to_metric_families
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    for name in ("smg_router_requests", "smg_router_ttft_seconds", "smg_router_tokens", "smg_worker_health",
+                 "smg_worker_requests_active", "smg_http_responses", "shardgate_tokenizer_cache_hits"):
+        assert name in families, f"missing family {name}: {sorted(families)}"
+    requests = sum(s.value for s in families["smg_router_requests"].samples if s.name.endswith("_total"))
+    assert requests >= 5, requests  # two chats streamed, one not, two completions
+    health = [s for s in families["smg_worker_health"].samples if s.labels.get("connection_mode") == "zmq"]
+    assert health and all(s.value == 1 for s in health), health
+    ttft = [s for s in families["smg_router_ttft_seconds"].samples if s.name.endswith("_count") and s.labels["endpoint"] == "chat"]
+    assert ttft and ttft[0].value >= 2, ttft
 
 
 def chat_stream_sees_every_token(client):

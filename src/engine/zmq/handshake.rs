@@ -20,8 +20,6 @@ pub struct Connected {
     pub pairs: Vec<(zmq::Socket, zmq::Socket)>,
     /// One registration per engine, by rank.
     pub engines: Vec<EngineRegistration>,
-    /// The socket files bound (removed again when the worker is torn down).
-    pub files: Vec<(String, String)>,
 }
 
 #[derive(Default, Clone)]
@@ -80,7 +78,7 @@ pub async fn connect(
         inputs.into_iter().map(AsyncSocket::attach).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
     let engines = exchange(&handshake, &inputs, &init, worker.engine_count, timeout).await?;
     let pairs = inputs.into_iter().map(AsyncSocket::detach).zip(outputs).collect();
-    Ok(Connected { pairs, engines, files })
+    Ok(Connected { pairs, engines })
 }
 
 /// Drives the message exchange until every engine is registered on every input and READY.
@@ -134,9 +132,11 @@ fn rank_of(identity: &[u8], engine_count: usize) -> Result<usize, String> {
     }
     let rank = u16::from_le_bytes([identity[0], identity[1]]) as usize;
     if rank >= engine_count {
+        // More engines dialed in than the worker waits for: the same failure whichever
+        // engine's HELLO arrives first.
         return Err(format!(
-            "engine with data-parallel rank {rank} dialed in, but the worker expects {engine_count} engine(s); \
-             check --zmq-engine-count against the engine's --data-parallel-size"
+            "duplicate HELLO from engine rank {rank} after INIT phase: the worker expects {engine_count} engine(s); \
+             check --zmq-engine-count (or dp_size) against the engine's --data-parallel-size"
         ));
     }
     Ok(rank)
