@@ -126,7 +126,7 @@ fn rejected_registrations_are_logged_with_the_seed_texts() {
         ),
         (json!({"url": format!("ipc://{d}/r6"), "dp_rank": 1}), "leave dp_rank unset".into()),
     ];
-    for (body, text) in &cases {
+    for (body, _) in &cases {
         assert_eq!(g.post_json("/workers", body).status, 202, "{body}");
     }
     for (body, text) in &cases {

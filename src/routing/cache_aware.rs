@@ -12,7 +12,7 @@
 //! of the tree wins (it has the most cache to spare, and new prefixes spread even when every load
 //! reads 0), then rotation.
 //!
-//! The tree ([`crate::routing::prefix_tree`]) is per shard and bounded in counted bytes
+//! The tree (`prefix_tree.rs`) is per shard and bounded in counted bytes
 //! (`max_tree_size`); entries unused for `entry_ttl_secs` are ignored at once and swept every
 //! `eviction_interval_secs`. There is no background thread: sweeps run inside `select`, and cost
 //! only the entries they free.
