@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::limits;
+use crate::routing::{CacheAwareConfig, PolicyKind};
 use crate::text::tokenizer::cache::CacheConfig;
 
 #[derive(Parser, Debug)]
@@ -127,6 +128,54 @@ pub struct LaunchArgs {
     /// Host of the Prometheus listener.
     #[arg(long = "metrics-host", alias = "prometheus-host", default_value = "0.0.0.0")]
     pub metrics_host: String,
+    /// Require this key on the data plane (`Authorization: Bearer KEY` or `x-api-key: KEY`).
+    #[arg(long = "api-key", env = "SHARDGATE_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Require this key on admin routes (`/workers`, `/flush_cache`, profiling); without it
+    /// they take the data-plane key.
+    #[arg(long = "admin-api-key", env = "SHARDGATE_ADMIN_API_KEY", hide_env_values = true)]
+    pub admin_api_key: Option<String>,
+    /// Allow browsers from this origin (`*` for any); repeatable. Unset: no CORS headers.
+    #[arg(long = "cors-allow-origin", value_name = "ORIGIN")]
+    pub cors_allow_origins: Vec<String>,
+    /// Generation requests running at once, all shards together (unset: no limit).
+    #[arg(long = "max-concurrent-requests")]
+    pub max_concurrent_requests: Option<usize>,
+    /// Requests that may wait for a slot when the limit is reached; beyond it: 429.
+    #[arg(long = "queue-size", default_value_t = limits::admission_queue_default)]
+    pub queue_size: usize,
+    /// Longest wait for a slot before a 503.
+    #[arg(long = "queue-timeout-secs", default_value_t = limits::admission_queue_timeout_s_default)]
+    pub queue_timeout_secs: u64,
+    /// On SIGTERM: how long streams may finish before the rest are aborted on the engine.
+    #[arg(long = "shutdown-timeout-secs", default_value_t = limits::shutdown_timeout_s_default)]
+    pub shutdown_timeout_secs: u64,
+    /// A client that reads nothing of its stream for this long is cut off.
+    #[arg(long = "stream-write-timeout-secs", default_value_t = limits::stream_write_timeout_s_default)]
+    pub stream_write_timeout_secs: u64,
+    /// How a request picks among replica workers.
+    #[arg(long, default_value = limits::routing_policy_default,
+          value_name = "round_robin|random|power_of_two|least_load|cache_aware")]
+    pub policy: String,
+    /// cache_aware: prefix match ratio above which the matching worker wins.
+    #[arg(long = "cache-threshold", default_value_t = limits::cache_aware_threshold_default)]
+    pub cache_threshold: f64,
+    /// cache_aware: load difference above which (with the ratio) cache affinity is ignored.
+    #[arg(long = "balance-abs-threshold", default_value_t = limits::cache_aware_balance_abs_threshold_default)]
+    pub balance_abs_threshold: u64,
+    /// cache_aware: load ratio above which (with the difference) cache affinity is ignored.
+    #[arg(long = "balance-rel-threshold", default_value_t = limits::cache_aware_balance_rel_threshold_default)]
+    pub balance_rel_threshold: f64,
+    /// cache_aware: seconds between sweeps of expired prefix entries.
+    #[arg(long = "eviction-interval-secs", alias = "eviction-interval",
+          default_value_t = limits::cache_aware_eviction_interval_s_default)]
+    pub eviction_interval_secs: u64,
+    /// cache_aware: prefix tree budget per shard, in bytes.
+    #[arg(long = "max-tree-size", default_value_t = limits::cache_aware_tree_bytes_max_default)]
+    pub max_tree_size: usize,
+    /// cache_aware: tokens per prefix block (the engines' KV block size).
+    #[arg(long = "block-size", default_value_t = limits::cache_aware_block_tokens_default)]
+    pub block_size: usize,
     /// Accepted for compatibility; ZMQ workers keep health checks on (they reconnect engines).
     #[arg(long = "disable-health-check")]
     pub disable_health_check: bool,
@@ -195,6 +244,50 @@ pub struct Config {
     pub remove_unhealthy_workers: bool,
     pub metrics_host: String,
     pub metrics_port: u16,
+    pub security: Security,
+    pub admission: Admission,
+    pub shutdown_timeout_s: u64,
+    pub stream_write_timeout_s: u64,
+    pub routing: Routing,
+}
+
+/// `--policy` and its settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Routing {
+    pub policy: PolicyKind,
+    pub cache_aware: CacheAwareConfig,
+}
+
+impl Default for Routing {
+    fn default() -> Self {
+        Routing { policy: PolicyKind::RoundRobin, cache_aware: CacheAwareConfig::default() }
+    }
+}
+
+/// Who may call what, and from which browser origins.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Security {
+    pub api_key: Option<String>,
+    pub admin_api_key: Option<String>,
+    pub cors_allow_origins: Vec<String>,
+}
+
+/// The global concurrency limit and its waiting queue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Admission {
+    pub max_concurrent_requests: Option<usize>,
+    pub queue_size: usize,
+    pub queue_timeout_s: u64,
+}
+
+impl Default for Admission {
+    fn default() -> Self {
+        Admission {
+            max_concurrent_requests: None,
+            queue_size: limits::admission_queue_default,
+            queue_timeout_s: limits::admission_queue_timeout_s_default,
+        }
+    }
 }
 
 /// Available cores, for the default shard count.
@@ -276,6 +369,22 @@ impl Config {
             Some(name) => Some(registered(name, crate::parsers::tool::tool_parser_names(), "tool-call parser")?),
             None => None,
         };
+        if a.metrics_port == a.port {
+            return Err(format!("--metrics-port {} must differ from --port", a.metrics_port));
+        }
+        let routing = Routing {
+            policy: a.policy.parse().map_err(|e: crate::routing::UnknownPolicy| e.to_string())?,
+            cache_aware: CacheAwareConfig {
+                cache_threshold: a.cache_threshold,
+                balance_abs_threshold: a.balance_abs_threshold,
+                balance_rel_threshold: a.balance_rel_threshold,
+                eviction_interval_secs: a.eviction_interval_secs,
+                max_tree_size: a.max_tree_size,
+                block_size: a.block_size,
+                ..CacheAwareConfig::default()
+            },
+        };
+        routing.cache_aware.validate()?;
         Ok(Config {
             workers,
             model_path,
@@ -300,6 +409,19 @@ impl Config {
             remove_unhealthy_workers: a.remove_unhealthy_workers,
             metrics_host: a.metrics_host.clone(),
             metrics_port: a.metrics_port,
+            security: Security {
+                api_key: a.api_key.clone().filter(|k| !k.is_empty()),
+                admin_api_key: a.admin_api_key.clone().filter(|k| !k.is_empty()),
+                cors_allow_origins: a.cors_allow_origins.clone(),
+            },
+            admission: Admission {
+                max_concurrent_requests: a.max_concurrent_requests.filter(|&n| n > 0),
+                queue_size: a.queue_size,
+                queue_timeout_s: a.queue_timeout_secs,
+            },
+            shutdown_timeout_s: a.shutdown_timeout_secs,
+            stream_write_timeout_s: a.stream_write_timeout_secs.max(1),
+            routing,
         })
     }
 }

@@ -114,6 +114,11 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         remove_unhealthy_workers: false,
         metrics_host: "127.0.0.1".into(),
         metrics_port: args.port.wrapping_sub(1000),
+        security: Default::default(),
+        admission: Default::default(),
+        shutdown_timeout_s: crate::limits::shutdown_timeout_s_default,
+        stream_write_timeout_s: crate::limits::stream_write_timeout_s_default,
+        routing: Default::default(),
     };
     crate::gateway::run(config)
 }

@@ -8,6 +8,8 @@ use crate::shard::{self, Shared};
 use crate::text::model::{ModelAssets, ModelSource};
 
 pub fn run(config: Config) -> Result<(), String> {
+    ensure_port_free(&config.host, config.port, "--port")?;
+    ensure_port_free(&config.metrics_host, config.metrics_port, "--metrics-port")?;
     let shared = Shared::new(config);
     let source = ModelSource {
         model_path: shared.config.model_path.clone(),
@@ -39,4 +41,13 @@ pub fn run(config: Config) -> Result<(), String> {
             .map_err(|e| format!("cannot start the model loader: {e}"))?;
     }
     shard::run(shared)
+}
+
+/// The shards share their port with SO_REUSEPORT, which would let a second gateway (or our own
+/// metrics listener) on the same port silently take part of the traffic. A plain bind fails on
+/// any port already held, reuse or not, so try one first.
+fn ensure_port_free(host: &str, port: u16, flag: &str) -> Result<(), String> {
+    std::net::TcpListener::bind((host, port))
+        .map(drop)
+        .map_err(|e| format!("cannot listen on {host}:{port} ({flag}): {e}"))
 }

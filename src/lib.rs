@@ -13,6 +13,7 @@ pub mod limits;
 pub mod metrics;
 pub mod parsers;
 pub mod pipeline;
+pub mod routing;
 pub mod shard;
 pub mod text;
 pub mod util;

@@ -28,6 +28,8 @@ pub const http_connections_per_shard_max: usize = 16 * 1024;
 
 /// ZMQ: the handshake waits this long for each message (HELLO, registration, READY).
 pub const handshake_timeout_s: u64 = 600;
+/// ZMQ: how long the handshake keeps listening for an extra engine after the last READY.
+pub const handshake_settle_ms: u64 = 300;
 /// ZMQ: first port of the derived handshake range (`20000 + FNV-1a-64(path) mod 10000`).
 pub const handshake_port_base: u16 = 20000;
 /// ZMQ: size of the derived handshake port range.
@@ -67,6 +69,29 @@ pub const json_depth_max: usize = 128;
 pub const tokenizer_cache_l0_bytes_max_default: usize = 64 * 1024 * 1024;
 pub const tokenizer_cache_l0_entries_max_default: usize = 10_000;
 pub const tokenizer_cache_l1_bytes_max_default: usize = 64 * 1024 * 1024;
+
+/// Admission: requests waiting for a slot under `--max-concurrent-requests`, and for how long.
+pub const admission_queue_default: usize = 1024;
+pub const admission_queue_timeout_s_default: u64 = 60;
+/// SIGTERM: time streams get to finish before the rest are aborted.
+pub const shutdown_timeout_s_default: u64 = 30;
+/// A stream client that accepts no bytes for this long is cut off.
+pub const stream_write_timeout_s_default: u64 = 30;
+/// SSE comment sent while a stream waits for its first token or stalls (clients and proxies
+/// drop idle connections after 30-60 s).
+pub const sse_keepalive_interval_s: u64 = 15;
+
+/// Routing: `--policy` and the `cache_aware` settings (SMG's defaults).
+pub const routing_policy_default: &str = "cache_aware";
+pub const cache_aware_threshold_default: f64 = 0.3;
+pub const cache_aware_balance_abs_threshold_default: u64 = 64;
+pub const cache_aware_balance_rel_threshold_default: f64 = 1.5;
+pub const cache_aware_eviction_interval_s_default: u64 = 120;
+/// Counted bytes of prefix tree per shard.
+pub const cache_aware_tree_bytes_max_default: usize = 64 << 20;
+pub const cache_aware_block_tokens_default: usize = 16;
+/// A worker's entry for a prefix older than this no longer attracts requests.
+pub const cache_aware_entry_ttl_s_default: u64 = 600;
 
 /// Gateway defaults.
 pub const http_port_default: u16 = 30000;

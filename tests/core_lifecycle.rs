@@ -78,7 +78,7 @@ fn client_disconnect_aborts_the_request_on_the_engine() {
     }
     // The gateway still serves.
     let r = g.post_json("/v1/completions", &json!({"model": "test-model", "prompt": "x", "max_tokens": 2}));
-    assert_eq!(r.status, 200);
+    assert_eq!(r.status, 200, "{}", r.text());
 }
 
 #[test]
@@ -151,4 +151,20 @@ fn readiness_waits_for_the_engine_handshake() {
     }
     g.start_sim();
     g.wait_ready(Duration::from_secs(15));
+}
+
+#[test]
+fn a_port_already_in_use_is_refused_not_shared() {
+    // SO_REUSEPORT would otherwise let this gateway take part of another server's traffic.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_shardgate"))
+        .args(["launch", "--worker-urls", "ipc:///tmp/sg-nowhere/engine", "--host", "127.0.0.1", "--port", &port])
+        .arg("--model-path")
+        .arg(common::model_dir())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("cannot listen on 127.0.0.1:{port} (--port)")), "{err}");
 }

@@ -155,6 +155,35 @@ fn worker_metrics(out: &mut String, shared: &Shared, model: &str) {
     for w in workers.iter() {
         let _ = writeln!(out, "shardgate_worker_engines{{{}}} {}", labels(w), w.config.engine_count);
     }
+    rank_metrics(out, &workers, &labels);
+}
+
+/// Each engine rank's load as the routing table sees it.
+fn rank_metrics(
+    out: &mut String,
+    workers: &[std::sync::Arc<crate::workers::Worker>],
+    labels: &dyn Fn(&crate::workers::Worker) -> String,
+) {
+    type Pick = fn(&crate::routing::RankLoad) -> f64;
+    let series: [(&str, &str, Pick); 4] = [
+        ("shardgate_worker_rank_in_flight", "Requests the gateway has in flight on an engine rank.", |l| {
+            l.in_flight as f64
+        }),
+        ("shardgate_worker_rank_running", "Running requests the engine rank last reported.", |l| f64::from(l.running)),
+        ("shardgate_worker_rank_waiting", "Waiting requests the engine rank last reported.", |l| f64::from(l.waiting)),
+        ("shardgate_worker_rank_kv_cache_usage", "KV-cache usage (0-1) the engine rank last reported.", |l| {
+            l.kv_cache_usage
+        }),
+    ];
+    let tables: Vec<_> = workers.iter().filter_map(|w| w.ranks().map(|t| (w, t))).collect();
+    for (name, help, pick) in series {
+        header(out, name, "gauge", help);
+        for (w, table) in &tables {
+            for (rank, load) in table.snapshots().enumerate() {
+                let _ = writeln!(out, "{name}{{{},rank=\"{rank}\"}} {}", labels(w), pick(&load));
+            }
+        }
+    }
 }
 
 fn tokenizer_cache_metrics(out: &mut String, shards: &[&ShardMetrics]) {

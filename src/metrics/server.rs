@@ -7,7 +7,10 @@ use crate::shard::ShardCtx;
 
 pub fn spawn(ctx: Rc<ShardCtx>) {
     let addr = format!("{}:{}", ctx.shared.config.metrics_host, ctx.shared.config.metrics_port);
-    let listener = match monoio::net::TcpListener::bind_with_config(addr.as_str(), &monoio::net::ListenerOpts::new()) {
+    let listener = match monoio::net::TcpListener::bind_with_config(
+        addr.as_str(),
+        &monoio::net::ListenerOpts::new().reuse_port(false),
+    ) {
         Ok(l) => l,
         Err(e) => {
             tracing::error!("cannot listen for metrics on {addr}: {e}; metrics are disabled");

@@ -49,14 +49,15 @@ pub struct CacheAwareConfig {
 
 impl Default for CacheAwareConfig {
     fn default() -> Self {
+        use crate::limits;
         CacheAwareConfig {
-            cache_threshold: 0.3,
-            balance_abs_threshold: 64,
-            balance_rel_threshold: 1.5,
-            eviction_interval_secs: 120,
-            max_tree_size: 64 << 20,
-            block_size: 16,
-            entry_ttl_secs: 600,
+            cache_threshold: limits::cache_aware_threshold_default,
+            balance_abs_threshold: limits::cache_aware_balance_abs_threshold_default,
+            balance_rel_threshold: limits::cache_aware_balance_rel_threshold_default,
+            eviction_interval_secs: limits::cache_aware_eviction_interval_s_default,
+            max_tree_size: limits::cache_aware_tree_bytes_max_default,
+            block_size: limits::cache_aware_block_tokens_default,
+            entry_ttl_secs: limits::cache_aware_entry_ttl_s_default,
         }
     }
 }

@@ -12,6 +12,7 @@ use super::mailbox::{Mailbox, ShardMsg};
 use crate::config::Config;
 use crate::engine::zmq::connection::EngineLink;
 use crate::metrics::ShardMetrics;
+use crate::routing::{new_policy, Candidate, Policy};
 use crate::text::template::ChatTemplate;
 use crate::text::tokenizer::cache::TokenizerCache;
 use crate::text::ModelAssets;
@@ -128,18 +129,19 @@ pub struct ShardCtx {
     links: RefCell<HashMap<u64, Rc<EngineLink>>>,
     template: OnceCell<Result<Rc<ChatTemplate>, String>>,
     tokenizer_cache: RefCell<Option<TokenizerCache>>,
-    next_worker: std::cell::Cell<usize>,
+    /// This shard's replica policy (its state, e.g. the prefix tree, is per shard).
+    policy: RefCell<Box<dyn Policy>>,
 }
 
 impl ShardCtx {
     pub fn new(shared: Arc<Shared>, index: usize) -> Rc<Self> {
         Rc::new(ShardCtx {
             index,
-            shared,
             links: RefCell::new(HashMap::new()),
             template: OnceCell::new(),
             tokenizer_cache: RefCell::new(None),
-            next_worker: std::cell::Cell::new(0),
+            policy: RefCell::new(new_policy(shared.config.routing.policy, &shared.config.routing.cache_aware)),
+            shared,
         })
     }
 
@@ -158,23 +160,25 @@ impl ShardCtx {
         self.links.borrow().values().filter(|l| l.is_open()).map(|l| l.max_model_len()).max()
     }
 
-    /// A routable worker's link, rotating over workers.
-    pub fn pick_link(&self) -> Option<Rc<EngineLink>> {
+    /// The link of the routable worker `--policy` picks for a prompt of `tokens`.
+    pub fn pick_link(&self, tokens: &[u32]) -> Option<Rc<EngineLink>> {
         let workers = self.shared.registry.snapshot();
         let links = self.links.borrow();
-        let n = workers.len();
-        for i in 0..n {
-            let k = (self.next_worker.get() + i) % n;
-            let w = &workers[k];
-            if !w.is_routable() {
-                continue;
-            }
+        let mut candidates = Vec::with_capacity(workers.len());
+        let mut open = Vec::with_capacity(workers.len());
+        for w in workers.iter().filter(|w| w.is_routable()) {
             if let Some(link) = links.get(&w.key).filter(|l| l.is_open()) {
-                self.next_worker.set(k + 1);
-                return Some(link.clone());
+                candidates.push(Candidate { key: w.key, load: w.load() });
+                open.push(link);
             }
         }
-        None
+        let chosen = match open.len() {
+            0 => return None,
+            // One worker: nothing to decide, and cache_aware's tree would only cost memory.
+            1 => 0,
+            _ => self.policy.borrow_mut().select(&candidates, tokens)?,
+        };
+        open.get(chosen).map(|l| Rc::clone(l))
     }
 
     /// The chat template, compiled on this shard at first use.
@@ -202,9 +206,9 @@ impl ShardCtx {
 
     fn on_message(self: &Rc<Self>, msg: ShardMsg) {
         match msg {
-            ShardMsg::Attach { worker, epoch, input, output, engines, done } => {
+            ShardMsg::Attach { worker, epoch, input, output, engines, ranks, done } => {
                 if let Some(w) = self.shared.registry.snapshot().iter().find(|w| w.key == worker) {
-                    match EngineLink::start(w.clone(), epoch, self.index as u32, input, output, engines) {
+                    match EngineLink::start(w.clone(), epoch, self.index as u32, input, output, engines, ranks) {
                         Ok(link) => {
                             self.links.borrow_mut().insert(worker, link);
                         }
@@ -223,6 +227,7 @@ impl ShardCtx {
                 done.fetch_sub(1, Ordering::AcqRel);
             }
             ShardMsg::AddWorker(req) => jobs::add(self, *req),
+            ShardMsg::Forget(worker) => self.policy.borrow_mut().on_removed(worker),
             ShardMsg::RemoveWorker(id) => {
                 jobs::remove(self, &id);
             }

@@ -18,10 +18,13 @@ pub enum ShardMsg {
         input: zmq::Socket,
         output: zmq::Socket,
         engines: std::sync::Arc<[EngineRegistration]>,
+        ranks: std::sync::Arc<crate::routing::RankTable>,
         done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     },
     /// Drop the socket pair of `worker` for `epoch`, failing its in-flight requests.
     Detach { worker: u64, epoch: u64, reason: String, done: std::sync::Arc<std::sync::atomic::AtomicUsize> },
+    /// `worker` (by key) left the registry: forget what routing remembers of it.
+    Forget(u64),
     /// Control shard: validate and register a worker (`POST /workers`).
     AddWorker(Box<crate::workers::jobs::AddWorker>),
     /// Control shard: drain and remove a worker (`DELETE /workers/{id}`).

@@ -146,5 +146,23 @@ fn push_worker(out: &mut String, w: &Worker) {
     out.push_str(&Value::Object(labels).to_string());
     out.push_str(",\"load\":{\"in_flight\":");
     push_int(out, w.in_flight.load(std::sync::atomic::Ordering::Relaxed).max(0));
-    out.push_str("}}");
+    out.push_str(",\"ranks\":[");
+    if let Some(table) = w.ranks() {
+        for (rank, load) in table.snapshots().enumerate() {
+            let entry = serde_json::json!({
+                "rank": rank,
+                "in_flight": load.in_flight,
+                "running": load.running,
+                "waiting": load.waiting,
+                "kv_cache_usage": load.kv_cache_usage,
+                "report_age_ms": load.report_age_ms,
+                "score": crate::routing::score(&load),
+            });
+            if rank > 0 {
+                out.push(',');
+            }
+            out.push_str(&entry.to_string());
+        }
+    }
+    out.push_str("]}}");
 }

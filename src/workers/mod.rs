@@ -13,11 +13,14 @@ pub mod registry;
 pub mod supervisor;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+
+use arc_swap::ArcSwapOption;
 
 use serde_json::{Map, Value};
 
 use crate::config::{Backend, WorkerConfig};
+use crate::routing::RankTable;
 
 /// Lifecycle states (seed 000 "Worker Lifecycle").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +72,9 @@ pub struct Worker {
     removing: AtomicBool,
     /// Requests in flight on this worker, all shards together.
     pub in_flight: AtomicI64,
+    /// The load of each engine rank of the current connection (absent before the first
+    /// handshake); replaced whole on each connection, since a restarted group may differ.
+    ranks: ArcSwapOption<RankTable>,
 }
 
 impl Worker {
@@ -86,6 +92,7 @@ impl Worker {
             lost_reason: Mutex::new(String::new()),
             removing: AtomicBool::new(false),
             in_flight: AtomicI64::new(0),
+            ranks: ArcSwapOption::empty(),
         }
     }
 
@@ -151,6 +158,23 @@ impl Worker {
 
     pub fn is_removing(&self) -> bool {
         self.removing.load(Ordering::Acquire)
+    }
+
+    /// The rank table of the current (or last) connection.
+    pub fn ranks(&self) -> Option<Arc<RankTable>> {
+        self.ranks.load_full()
+    }
+
+    pub(crate) fn set_ranks(&self, table: Arc<RankTable>) {
+        self.ranks.store(Some(table));
+    }
+
+    /// What the replica policy compares: requests the gateway has in flight here plus those the
+    /// engines report waiting.
+    pub fn load(&self) -> u64 {
+        let in_flight = self.in_flight.load(Ordering::Relaxed).max(0) as u64;
+        let waiting: u64 = self.ranks.load().as_ref().map_or(0, |t| t.snapshots().map(|r| u64::from(r.waiting)).sum());
+        in_flight + waiting
     }
 
     pub fn meta(&self) -> WorkerMeta {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::{Worker, WorkerStatus};
 use crate::engine::zmq::{handshake, sockdir};
 use crate::limits;
+use crate::routing::RankTable;
 use crate::shard::mailbox::ShardMsg;
 use crate::shard::ShardCtx;
 
@@ -81,6 +82,9 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
         (0..shared.shards).map(|k| sockdir::socket_paths(&worker.config.path, k)).collect();
     sockdir::remove_sockets(&files);
     shared.registry.remove(worker.key);
+    for mailbox in &shared.mailboxes {
+        mailbox.post(ShardMsg::Forget(worker.key));
+    }
     shared.refresh_parsers();
     tracing::info!("Removed worker {} (id {})", worker.url(), worker.id);
 }
@@ -103,6 +107,11 @@ async fn serve_connection(
     let engines: Arc<[_]> = connected.engines.into();
     let max_model_len = engines.iter().map(|e| e.max_model_len).min().unwrap_or(0);
     let version = engines.first().map(|e| e.vllm_version.clone()).unwrap_or_default();
+    let Some(rank_count) = std::num::NonZeroUsize::new(engines.len()) else {
+        return Ended::Lost("the handshake registered no engine".into());
+    };
+    let ranks = Arc::new(RankTable::new(rank_count));
+    worker.set_ranks(ranks.clone());
     let done = Arc::new(AtomicUsize::new(shared.shards));
     for (k, (input, output)) in connected.pairs.into_iter().enumerate() {
         shared.mailboxes[k].post(ShardMsg::Attach {
@@ -111,6 +120,7 @@ async fn serve_connection(
             input,
             output,
             engines: engines.clone(),
+            ranks: ranks.clone(),
             done: done.clone(),
         });
     }

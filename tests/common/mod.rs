@@ -32,8 +32,18 @@ pub fn eventually(mut check: impl FnMut() -> bool, what: &str) {
     }
 }
 
+/// A port nobody listens on, never the same twice in one test process (the kernel may hand out
+/// a just-released port again, and two listeners of one gateway on one port would share it).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap();
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 pub struct Gateway {

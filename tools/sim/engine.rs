@@ -204,7 +204,9 @@ impl Sim {
     }
 
     fn serve(&mut self) -> Result<(), String> {
-        let itl = Duration::from_millis(self.args.itl_ms);
+        let itl_ms =
+            self.args.rank_itl_ms.iter().find(|(r, _)| *r == self.rank).map_or(self.args.itl_ms, |(_, ms)| *ms);
+        let itl = Duration::from_millis(itl_ms);
         let mut next_step = Instant::now() + itl;
         loop {
             let busy = !self.running.is_empty() || !self.waiting.is_empty();
@@ -289,7 +291,9 @@ impl Sim {
     fn note(&mut self, v: serde_json::Value) {
         if let Some(f) = &mut self.record {
             use std::io::Write;
-            let _ = writeln!(f, "{v}");
+            // One write per line: ranks (and other simulators) append to the same file, and
+            // O_APPEND keeps only whole writes apart.
+            let _ = f.write_all(format!("{v}\n").as_bytes());
         }
     }
 
@@ -368,10 +372,12 @@ impl Sim {
 
     fn load(&self) -> Load {
         let tokens: usize = self.running.iter().map(|r| r.req.prompt.len() + r.emitted).sum();
+        let background = self.args.rank_background_load.iter().find(|(r, _)| *r == self.rank).map_or(0, |(_, n)| *n);
+        let kv_cache_usage = (tokens as f64 / KV_CAPACITY_TOKENS).min(1.0);
         Load {
             running: self.running.len(),
-            waiting: self.waiting.len(),
-            kv_cache_usage: (tokens as f64 / KV_CAPACITY_TOKENS).min(1.0),
+            waiting: self.waiting.len() + background as usize,
+            kv_cache_usage: if background > 0 { kv_cache_usage.max(0.9) } else { kv_cache_usage },
             step: self.step,
         }
     }

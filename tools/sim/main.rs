@@ -42,6 +42,13 @@ pub struct Args {
     /// Time between engine steps (each step emits one token per running request).
     #[arg(long = "itl-ms", default_value_t = 20)]
     pub itl_ms: u64,
+    /// A slower step for one rank, `RANK=MS` (repeatable): a straggler for routing tests.
+    #[arg(long = "rank-itl-ms", value_name = "RANK=MS", value_parser = parse_rank_value)]
+    pub rank_itl_ms: Vec<(u16, u64)>,
+    /// Load from other clients on one rank, `RANK=N` (repeatable): its reports add N waiting
+    /// requests and a nearly full KV cache, as a rank busy with someone else's work would.
+    #[arg(long = "rank-background-load", value_name = "RANK=N", value_parser = parse_rank_value)]
+    pub rank_background_load: Vec<(u16, u64)>,
     /// Time from admission to a request's first token.
     #[arg(long = "ttft-ms", default_value_t = 50)]
     pub ttft_ms: u64,
@@ -108,6 +115,13 @@ fn parse_fault(s: &str) -> Result<Fault, String> {
         .filter(|&n| n >= 1)
         .ok_or_else(|| format!("--fault {s}: N must be a positive integer"))?;
     Ok(Fault { kind, at_request })
+}
+
+fn parse_rank_value(s: &str) -> Result<(u16, u64), String> {
+    let (rank, value) = s.split_once('=').ok_or_else(|| format!("expected RANK=VALUE, got '{s}'"))?;
+    let rank = rank.parse().map_err(|_| format!("'{s}': bad rank"))?;
+    let value = value.parse().map_err(|_| format!("'{s}': bad value"))?;
+    Ok((rank, value))
 }
 
 fn main() {

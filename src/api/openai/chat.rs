@@ -44,7 +44,7 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: std::time::Instant) -> Resu
         params.output.skip_special_tokens = false;
     }
     let ids = ctx.encode(&model, &prompt_text, false).map_err(ApiError::internal)?;
-    let link = ctx.pick_link().ok_or_else(|| ApiError::unavailable("no healthy worker is available"))?;
+    let link = ctx.pick_link(&ids).ok_or_else(|| ApiError::unavailable("no healthy worker is available"))?;
     params::check_prompt_len(ids.len(), link.max_model_len(), "messages")?;
     let response_id = crate::util::ids::response_id("chatcmpl");
     let format = ChatFormat {

@@ -41,8 +41,10 @@ fn prepare(
     let model = super::models::resolve(ctx, &f)?;
     let params = params::parse(&f, Endpoint::Completion, &model)?;
     let raw = f.get("prompt").ok_or_else(|| ApiError::invalid_param("prompt", "'prompt' is required"))?;
-    let link = ctx.pick_link().ok_or_else(|| ApiError::unavailable("no healthy worker is available"))?;
     let mut prompts = parse_prompts(ctx, raw, &model, params.output.echo)?;
+    let link = ctx
+        .pick_link(prompts.first().map_or(&[][..], |p| &p.token_ids))
+        .ok_or_else(|| ApiError::unavailable("no healthy worker is available"))?;
     if prompts.len() * params.n as usize > limits::choices_per_request_max as usize * 8 {
         return Err(ApiError::invalid_param("n", "too many choices (prompts × n) in one request"));
     }

@@ -5,7 +5,8 @@
 //!
 //! Invariants: a request id is in `requests` from its ADD until its final output, its ABORT, or
 //! the link's close, never longer; every request in the map gets exactly one terminal event; a
-//! closed link sends nothing.
+//! closed link sends nothing. Leaving the map (`retire`) is the one place that counts a request
+//! finished, on the worker and on its rank, so each dispatch is finished exactly once.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -19,7 +20,15 @@ use crate::engine::slot::{RequestSlot, SlotEvent};
 use crate::engine::EngineRequest;
 use crate::error::{EngineFault, FaultSource};
 use crate::limits;
+use crate::routing::RankTable;
 use crate::workers::Worker;
+
+/// A request this shard has on the engine group: where its outputs go and which rank has it.
+struct Live {
+    slot: Rc<RequestSlot>,
+    /// Position in `engines` (and in the rank table).
+    rank: usize,
+}
 
 pub struct EngineLink {
     pub worker: Arc<Worker>,
@@ -27,11 +36,12 @@ pub struct EngineLink {
     client_index: u32,
     input: AsyncSocket,
     engines: Arc<[EngineRegistration]>,
-    requests: RefCell<HashMap<String, Rc<RequestSlot>>>,
+    ranks: Arc<RankTable>,
+    requests: RefCell<HashMap<String, Live>>,
     closed: Cell<bool>,
     close_signal: crate::util::signal::LocalSignal,
     last_output: Cell<Instant>,
-    next_rank: Cell<usize>,
+    rank_cursor: Cell<usize>,
     scratch: RefCell<Vec<u8>>,
     next_call_id: Cell<u64>,
 }
@@ -45,21 +55,24 @@ impl EngineLink {
         input: zmq::Socket,
         output: zmq::Socket,
         engines: Arc<[EngineRegistration]>,
+        ranks: Arc<RankTable>,
     ) -> Result<Rc<EngineLink>, String> {
         let input = AsyncSocket::attach(input).map_err(|e| format!("cannot watch input socket: {e}"))?;
         let output = AsyncSocket::attach(output).map_err(|e| format!("cannot watch output socket: {e}"))?;
-        assert!(!engines.is_empty());
+        assert!(!engines.is_empty() && engines.len() == ranks.len());
         let link = Rc::new(EngineLink {
             worker,
             epoch,
             client_index,
             input,
             engines,
+            // Shards start their rotation at different ranks so that ties spread.
+            rank_cursor: Cell::new(client_index as usize),
+            ranks,
             requests: RefCell::new(HashMap::new()),
             closed: Cell::new(false),
             close_signal: Default::default(),
             last_output: Cell::new(Instant::now()),
-            next_rank: Cell::new(0),
             scratch: RefCell::new(Vec::with_capacity(4096)),
             next_call_id: Cell::new(1),
         });
@@ -91,8 +104,13 @@ impl EngineLink {
             // A duplicate live id kills a vLLM engine; ids are unique by construction.
             return Err(EngineFault::new(FaultSource::Gateway, "duplicate live request id", true));
         }
-        let rank = self.pick_rank();
-        let identity = vllm::engine_identity(rank as u16);
+        let rank = {
+            let mut cursor = self.rank_cursor.get();
+            let rank = self.ranks.select(&mut cursor);
+            self.rank_cursor.set(cursor);
+            rank
+        };
+        let identity = vllm::engine_identity(self.engines[rank].data_parallel_rank as u16);
         let payload = {
             let mut buf = self.scratch.borrow_mut();
             buf.clear();
@@ -100,7 +118,9 @@ impl EngineLink {
             buf.clone()
         };
         let slot = Rc::new(RequestSlot::default());
-        self.requests.borrow_mut().insert(req.request_id.clone(), slot.clone());
+        self.requests.borrow_mut().insert(req.request_id.clone(), Live { slot: slot.clone(), rank });
+        self.ranks.dispatched(rank);
+        self.worker.in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let sent = self
             .input
             .send_multipart_within(
@@ -109,31 +129,32 @@ impl EngineLink {
             )
             .await;
         if let Err(e) = sent {
-            self.requests.borrow_mut().remove(&req.request_id);
+            self.retire(&req.request_id);
             let fault = EngineFault::new(FaultSource::Transport, format!("cannot send request to engine: {e}"), true);
             self.fail(&format!("request send failed: {e}"));
             return Err(fault);
         }
-        self.worker.in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.requests.borrow().len() == 1 {
             // Silence is measured from the moment work is outstanding.
             self.last_output.set(Instant::now());
         }
-        Ok(Submission { link: self.clone(), request_id: req.request_id.clone(), slot, rank })
+        Ok(Submission { link: self.clone(), request_id: req.request_id.clone(), slot })
     }
 
-    /// Rotates over the group's engines (load-aware selection comes with the rank table).
-    fn pick_rank(&self) -> usize {
-        let n = self.engines.len();
-        let r = self.next_rank.get() % n;
-        self.next_rank.set(r + 1);
-        self.engines[r].data_parallel_rank as usize
+    /// Takes a request out of the map and counts it finished; `None` if it already left.
+    fn retire(&self, request_id: &str) -> Option<Live> {
+        let live = self.requests.borrow_mut().remove(request_id)?;
+        self.ranks.finished(live.rank);
+        self.worker.in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        Some(live)
     }
 
-    fn abort(&self, request_id: &str, rank: usize) {
-        if self.requests.borrow_mut().remove(request_id).is_none() || self.closed.get() {
+    fn abort(&self, request_id: &str) {
+        let Some(live) = self.retire(request_id) else { return };
+        if self.closed.get() {
             return;
         }
+        let rank = self.engines[live.rank].data_parallel_rank;
         let mut payload = Vec::with_capacity(request_id.len() + 4);
         vllm::request::encode_abort(&[request_id], &mut payload);
         let identity = vllm::engine_identity(rank as u16);
@@ -177,37 +198,36 @@ impl EngineLink {
         if self.closed.replace(true) {
             return;
         }
-        let requests: Vec<Rc<RequestSlot>> = self.requests.borrow_mut().drain().map(|(_, s)| s).collect();
-        let n = requests.len();
-        for slot in requests {
+        let ids: Vec<String> = self.requests.borrow().keys().cloned().collect();
+        for id in ids {
+            let Some(Live { slot, .. }) = self.retire(&id) else { continue };
             slot.push(SlotEvent::Fault(EngineFault::new(
                 FaultSource::Transport,
                 format!("engine connection lost: {reason}"),
                 false,
             )));
         }
-        if n > 0 {
-            self.worker.in_flight.fetch_sub(n as i64, std::sync::atomic::Ordering::Relaxed);
-        }
         self.close_signal.raise();
     }
 
     fn deliver(&self, request_id: &str, ev: crate::engine::TokenEvent) {
-        let finished = ev.finish.is_some();
-        let slot = {
-            let mut requests = self.requests.borrow_mut();
-            if finished {
-                requests.remove(request_id)
-            } else {
-                requests.get(request_id).cloned()
-            }
+        let slot = if ev.finish.is_some() {
+            self.retire(request_id).map(|live| live.slot)
+        } else {
+            self.requests.borrow().get(request_id).map(|live| live.slot.clone())
         };
         if let Some(slot) = slot {
-            if finished {
-                self.worker.in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            }
             slot.push(SlotEvent::Tokens(ev));
         }
+    }
+
+    /// Publishes an engine's load report; `engine_index` is its data-parallel rank.
+    fn report_load(&self, engine_index: u32, load: &vllm::output::SchedulerLoad) {
+        let Some(position) = self.engines.iter().position(|e| e.data_parallel_rank == engine_index) else {
+            tracing::warn!("worker {}: load report from unknown engine rank {engine_index}", self.worker.url());
+            return;
+        };
+        let _ = self.ranks.report(position, load.running.into(), load.waiting.into(), load.kv_cache_usage);
     }
 }
 
@@ -216,7 +236,6 @@ pub struct Submission {
     link: Rc<EngineLink>,
     request_id: String,
     slot: Rc<RequestSlot>,
-    rank: usize,
 }
 
 impl Submission {
@@ -236,8 +255,7 @@ impl Submission {
 impl Drop for Submission {
     fn drop(&mut self) {
         if !self.slot.is_closed() {
-            self.link.abort(&self.request_id, self.rank);
-            self.link.worker.in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            self.link.abort(&self.request_id);
         }
     }
 }
@@ -265,6 +283,11 @@ async fn read_outputs(link: Rc<EngineLink>, output: AsyncSocket) {
         match decode_batch(&frames[0], &aux) {
             Ok(batch) => {
                 decode_failures = 0;
+                // Before the batch's finishes, so a last finish resets this report, not the
+                // reverse.
+                if let Some(load) = &batch.load {
+                    link.report_load(batch.engine_index, load);
+                }
                 for (id, ev) in batch.outputs {
                     link.deliver(id, ev);
                 }

@@ -13,6 +13,7 @@ use super::sockdir;
 use super::socket::{configure, AsyncSocket};
 use super::vllm::handshake::{decode_registration, decode_status, encode_init, EngineRegistration};
 use crate::config::WorkerConfig;
+use crate::limits;
 
 /// The result of a completed handshake.
 pub struct Connected {
@@ -95,6 +96,7 @@ async fn exchange(
     let mut deadline = Instant::now() + timeout;
     loop {
         if progress.iter().all(EngineProgress::done) {
+            settle(handshake, init, &mut progress).await?;
             return Ok(progress.into_iter().filter_map(|p| p.registration).collect());
         }
         let mut advanced = false;
@@ -123,6 +125,24 @@ async fn exchange(
         let mut waits: Vec<_> = std::iter::once(handshake).chain(inputs).map(|s| Box::pin(s.readable())).collect();
         let any = select_all(waits.drain(..));
         let _ = monoio::time::timeout(deadline - now, any).await;
+    }
+}
+
+/// Listens a moment longer after the last READY: the engines of one group start together, so
+/// an engine beyond the expected count usually dials within milliseconds, and catching it here
+/// fails the handshake with a clear reason instead of leaving that engine waiting for INIT.
+async fn settle(handshake: &AsyncSocket, init: &[u8], progress: &mut [EngineProgress]) -> Result<(), String> {
+    let until = Instant::now() + Duration::from_millis(limits::handshake_settle_ms);
+    let mut frames: Vec<zmq::Message> = Vec::new();
+    loop {
+        while handshake.try_recv_multipart(&mut frames).map_err(|e| e.to_string())? {
+            on_handshake_message(handshake, &frames, init, progress)?;
+        }
+        let now = Instant::now();
+        if now >= until {
+            return Ok(());
+        }
+        let _ = monoio::time::timeout(until - now, handshake.readable()).await;
     }
 }
 
