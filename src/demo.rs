@@ -85,11 +85,23 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     let socket_base = assets::cache_dir().join("run").join(format!("engine-{}", args.port));
     let path = socket_base.display().to_string();
     let worker_url = format!("ipc://{path}");
-    let sim = Command::new(sim_binary()?)
-        .args(["--worker-url", &worker_url, "--model-path", &model_dir.display().to_string()])
-        .args(["--itl-ms", &args.itl_ms.to_string(), "--ttft-ms", "30"])
-        .spawn()
-        .map_err(|e| format!("cannot start the simulator: {e}"))?;
+    let mut command = Command::new(sim_binary()?);
+    command.args(["--worker-url", &worker_url, "--model-path", &model_dir.display().to_string()]).args([
+        "--itl-ms",
+        &args.itl_ms.to_string(),
+        "--ttft-ms",
+        "30",
+    ]);
+    // The gateway may leave by `process::exit` (signals), which runs no destructors: the
+    // kernel ends the simulator with it.
+    // SAFETY: prctl is async-signal-safe and touches only the child's own state.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    let sim = command.spawn().map_err(|e| format!("cannot start the simulator: {e}"))?;
     let _sim = KillOnDrop(sim);
     let base = format!("http://{}:{}", args.host, args.port);
     println!("shardgate demo: simulator + gateway on {base} (model {DEMO_MODEL_NAME})");

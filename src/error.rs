@@ -29,6 +29,7 @@ pub enum ErrorKind {
     ServiceUnavailable,
     NotImplemented,
     RateLimit,
+    Authentication,
 }
 
 impl ErrorKind {
@@ -40,6 +41,9 @@ impl ErrorKind {
             ErrorKind::ServiceUnavailable => "service_unavailable",
             ErrorKind::NotImplemented => "not_implemented",
             ErrorKind::RateLimit => "rate_limit_error",
+            // OpenAI answers a bad key with invalid_request_error + code invalid_api_key; SDKs
+            // raise AuthenticationError from the status alone.
+            ErrorKind::Authentication => "invalid_request_error",
         }
     }
 }
@@ -96,6 +100,29 @@ impl ApiError {
     pub fn unavailable(message: impl Into<String>) -> Self {
         let mut e = Self::new(503, ErrorKind::ServiceUnavailable, message);
         e.retry_after_s = Some(1);
+        e
+    }
+
+    /// 401 for a missing or wrong API key (the key itself is never echoed).
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        let mut e = Self::new(401, ErrorKind::Authentication, message);
+        e.code = Some("invalid_api_key");
+        e
+    }
+
+    /// 429: the admission queue is full.
+    pub fn too_many_requests(message: impl Into<String>, retry_after_s: u32) -> Self {
+        let mut e = Self::new(429, ErrorKind::RateLimit, message);
+        e.code = Some("rate_limit_exceeded");
+        e.retry_after_s = Some(retry_after_s);
+        e
+    }
+
+    /// 503 with a chosen `Retry-After`.
+    pub fn overloaded(message: impl Into<String>, retry_after_s: u32) -> Self {
+        let mut e = Self::unavailable(message);
+        e.retry_after_s = Some(retry_after_s);
+        e.code = Some("overloaded");
         e
     }
 

@@ -10,7 +10,11 @@ use crate::text::model::{ModelAssets, ModelSource};
 pub fn run(config: Config) -> Result<(), String> {
     ensure_port_free(&config.host, config.port, "--port")?;
     ensure_port_free(&config.metrics_host, config.metrics_port, "--metrics-port")?;
+    // Before any thread starts, so that every thread inherits the mask and only the signal
+    // thread ever takes SIGTERM / SIGINT.
+    crate::shutdown::block_signals()?;
     let shared = Shared::new(config);
+    crate::shutdown::spawn_watcher(shared.clone())?;
     let source = ModelSource {
         model_path: shared.config.model_path.clone(),
         tokenizer_path: shared.config.tokenizer_path.clone(),

@@ -15,6 +15,7 @@ pub mod parsers;
 pub mod pipeline;
 pub mod routing;
 pub mod shard;
+pub mod shutdown;
 pub mod text;
 pub mod util;
 pub mod workers;

@@ -75,6 +75,8 @@ pub const admission_queue_default: usize = 1024;
 pub const admission_queue_timeout_s_default: u64 = 60;
 /// SIGTERM: time streams get to finish before the rest are aborted.
 pub const shutdown_timeout_s_default: u64 = 30;
+/// SIGTERM: after aborting what is left, time for the ABORTs and error events to go out.
+pub const shutdown_abort_flush_ms: u64 = 300;
 /// A stream client that accepts no bytes for this long is cut off.
 pub const stream_write_timeout_s_default: u64 = 30;
 /// SSE comment sent while a stream waits for its first token or stalls (clients and proxies
@@ -92,6 +94,9 @@ pub const cache_aware_tree_bytes_max_default: usize = 64 << 20;
 pub const cache_aware_block_tokens_default: usize = 16;
 /// A worker's entry for a prefix older than this no longer attracts requests.
 pub const cache_aware_entry_ttl_s_default: u64 = 600;
+
+/// CORS: how long a browser may cache a preflight answer.
+pub const cors_preflight_max_age_s: u64 = 600;
 
 /// Gateway defaults.
 pub const http_port_default: u16 = 30000;

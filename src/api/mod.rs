@@ -5,3 +5,4 @@
 pub mod fields;
 pub mod openai;
 pub mod routes;
+pub mod security;

@@ -9,7 +9,7 @@ use crate::http::response::Responder;
 use crate::shard::ShardCtx;
 use crate::workers::{api as workers_api, WorkerStatus};
 
-use super::openai;
+use super::{openai, security};
 
 /// A handler's answer: status and JSON body (empty body: plain 200 with no content).
 type Answer = Result<(u16, String), ApiError>;
@@ -22,6 +22,27 @@ pub async fn dispatch(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
     let method = req.head.method.as_str();
     let path = req.head.path.trim_end_matches('/');
     let path = if path.is_empty() { "/" } else { path };
+    let security_config = &ctx.shared.config.security;
+    if !security_config.cors_allow_origins.is_empty() {
+        if let Some(headers) = security::preflight(security_config, &req.head).filter(|_| is_known(path)) {
+            r.extra_headers = headers;
+            let _ = r.send(204, "text/plain", b"", &[]).await;
+            return;
+        }
+        r.extra_headers = security::cors_headers(security_config, &req.head);
+    }
+    if let Err(e) = security::authorize(security_config, &req.head, security::access_of(path)) {
+        tracing::info!("shard {}: {method} {path} refused: {}", ctx.index, e.message);
+        let _ = r.send_error(&e).await;
+        return;
+    }
+    if ctx.shared.draining.load(std::sync::atomic::Ordering::Acquire)
+        && security::access_of(path) != security::Access::Open
+    {
+        r.close_after();
+        let _ = r.send_error(&ApiError::unavailable("the server is shutting down")).await;
+        return;
+    }
     let answer: Answer = match (method, path) {
         ("POST", "/v1/chat/completions") => return openai::chat::handle(ctx, &req.body, r).await,
         ("POST", "/v1/completions") => return openai::completion::handle(ctx, &req.body, r).await,
@@ -93,6 +114,9 @@ fn is_known(path: &str) -> bool {
 
 /// Ready when at least one worker has completed its handshake and the tokenizer has loaded.
 fn readiness(ctx: &Rc<ShardCtx>) -> Result<String, ApiError> {
+    if ctx.shared.draining.load(std::sync::atomic::Ordering::Acquire) {
+        return Err(ApiError::unavailable("shutting down"));
+    }
     let workers = ctx.shared.registry.snapshot();
     let ready = workers.iter().filter(|w| w.status() == WorkerStatus::Ready).count();
     if ready == 0 {

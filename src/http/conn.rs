@@ -61,6 +61,7 @@ async fn serve(ctx: &Rc<ShardCtx>, mut stream: TcpStream, router: Router) {
         let keep_alive = request.head.keep_alive;
         let http10 = request.head.version_minor == 0;
         let mut responder = Responder::new(&mut stream, &watch, output, keep_alive, http10);
+        responder.write_timeout = Duration::from_secs(ctx.shared.config.stream_write_timeout_s);
         match router {
             Router::Api => crate::api::routes::dispatch(ctx, request, &mut responder).await,
             Router::Metrics => crate::api::routes::metrics(ctx, request, &mut responder).await,

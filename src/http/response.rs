@@ -4,6 +4,7 @@
 //! request bytes, so an abandoned request can be aborted on the engine.
 
 use std::os::fd::AsRawFd;
+use std::time::Duration;
 
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::TcpStream;
@@ -26,6 +27,9 @@ pub struct Responder<'c> {
     status: Option<u16>,
     /// Headers every response carries (CORS and the like), set by the router.
     pub extra_headers: Vec<(&'static str, String)>,
+    /// A write that makes no progress for this long gives the client up (a reader that stopped
+    /// reading would otherwise hold its request, and its engine slot, forever).
+    pub write_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +75,13 @@ impl<'c> Responder<'c> {
             state: State::Idle,
             status: None,
             extra_headers: Vec::new(),
+            write_timeout: Duration::from_secs(crate::limits::stream_write_timeout_s_default),
         }
+    }
+
+    /// Ends the connection after this response (`connection: close`).
+    pub fn close_after(&mut self) {
+        self.keep_alive = false;
     }
 
     /// Whether the connection can serve another request after this response.
@@ -127,11 +137,26 @@ impl<'c> Responder<'c> {
     }
 
     async fn write_buf(&mut self) -> Result<(), ClientGone> {
+        self.write_from(0).await
+    }
+
+    /// Writes `buf[start..]` within the write timeout, then empties `buf` for reuse.
+    async fn write_from(&mut self, start: usize) -> Result<(), ClientGone> {
         let buf = std::mem::take(&mut self.buf);
-        let (res, buf) = self.stream.write_all(buf).await;
-        self.buf = buf;
-        self.buf.clear();
-        res.map(|_| ()).map_err(|_| ClientGone)
+        let write = self.stream.write_all(monoio::buf::IoBuf::slice(buf, start..));
+        match monoio::time::timeout(self.write_timeout, write).await {
+            Ok((res, slice)) => {
+                self.buf = slice.into_inner();
+                self.buf.clear();
+                res.map(|_| ()).map_err(|_| ClientGone)
+            }
+            Err(_) => {
+                // The buffer went with the cancelled write; the connection closes after this.
+                tracing::warn!("client accepted no bytes for {} s; cutting it off", self.write_timeout.as_secs());
+                self.keep_alive = false;
+                Err(ClientGone)
+            }
+        }
     }
 
     /// A complete response.
@@ -218,11 +243,7 @@ impl<'c> Responder<'c> {
                 self.buf.extend_from_slice(b"0\r\n\r\n");
             }
         }
-        let buf = std::mem::take(&mut self.buf);
-        let (res, slice) = self.stream.write_all(monoio::buf::IoBuf::slice(buf, start..)).await;
-        self.buf = slice.into_inner();
-        self.buf.clear();
-        res.map(|_| ()).map_err(|_| ClientGone)
+        self.write_from(start).await
     }
 
     /// Ends the stream: `data: [DONE]` and the terminating chunk, in one write.

@@ -22,7 +22,14 @@ pub async fn serve(ctx: Rc<ShardCtx>) {
     }
     let open = Rc::new(Cell::new(0usize));
     loop {
-        let (stream, _peer) = match listener.accept().await {
+        let accepted = monoio::select! {
+            a = listener.accept() => a,
+            _ = ctx.stop_accepting.wait() => {
+                tracing::debug!("shard {}: no longer accepting connections", ctx.index);
+                return;
+            }
+        };
+        let (stream, _peer) = match accepted {
             Ok(s) => s,
             Err(e) => {
                 // EMFILE and friends: back off briefly instead of spinning.

@@ -42,6 +42,7 @@ pub fn render(shared: &Shared) -> String {
     http_metrics(&mut out, &shards);
     worker_metrics(&mut out, shared, &model);
     tokenizer_cache_metrics(&mut out, &shards);
+    admission_metrics(&mut out, &shared.admission);
     header(&mut out, "shardgate_shards", "gauge", "Shards (pinned runtimes) serving requests.");
     let _ = writeln!(out, "shardgate_shards {}", shared.shards);
     out
@@ -184,6 +185,18 @@ fn rank_metrics(
             }
         }
     }
+}
+
+fn admission_metrics(out: &mut String, a: &crate::pipeline::admission::Admission) {
+    header(out, "shardgate_admission_running", "gauge", "Generation requests holding an admission slot.");
+    let _ = writeln!(out, "shardgate_admission_running {}", a.running());
+    header(out, "shardgate_admission_queued", "gauge", "Generation requests waiting for an admission slot.");
+    let _ = writeln!(out, "shardgate_admission_queued {}", a.queued());
+    header(out, "shardgate_admission_rejected_total", "counter", "Requests refused by admission control.");
+    let full = a.rejected_full.load(Ordering::Relaxed);
+    let timeout = a.rejected_timeout.load(Ordering::Relaxed);
+    let _ = writeln!(out, "shardgate_admission_rejected_total{{reason=\"queue_full\"}} {full}");
+    let _ = writeln!(out, "shardgate_admission_rejected_total{{reason=\"queue_timeout\"}} {timeout}");
 }
 
 fn tokenizer_cache_metrics(out: &mut String, shards: &[&ShardMetrics]) {

@@ -30,12 +30,16 @@ pub enum ErrorType {
     BackendError = 2,
     ValidationError = 3,
     InternalError = 4,
+    /// Refused by admission control (queue full, or no slot in time).
+    Overloaded = 5,
 }
 
 impl ErrorType {
     /// The error type of a request refused before dispatch.
     pub fn of(e: &crate::error::ApiError) -> Self {
         match e.status {
+            429 => ErrorType::Overloaded,
+            503 if e.code == Some("overloaded") => ErrorType::Overloaded,
             503 => ErrorType::NoWorkers,
             408 | 504 => ErrorType::Timeout,
             s if s < 500 => ErrorType::ValidationError,
@@ -44,12 +48,13 @@ impl ErrorType {
     }
 }
 
-pub const ERROR_TYPES: [(ErrorType, &str); 5] = [
+pub const ERROR_TYPES: [(ErrorType, &str); 6] = [
     (ErrorType::NoWorkers, "no_workers"),
     (ErrorType::Timeout, "timeout"),
     (ErrorType::BackendError, "backend_error"),
     (ErrorType::ValidationError, "validation_error"),
     (ErrorType::InternalError, "internal_error"),
+    (ErrorType::Overloaded, "overloaded"),
 ];
 
 /// HTTP statuses the gateway answers with, for `smg_http_responses_total`.
@@ -66,7 +71,7 @@ pub struct ShardMetrics {
     /// [endpoint][streaming]
     pub requests: [[AtomicU64; 2]; 2],
     /// [endpoint][error type]
-    pub errors: [[AtomicU64; 5]; 2],
+    pub errors: [[AtomicU64; 6]; 2],
     /// [endpoint] input / output tokens
     pub tokens_input: [AtomicU64; 2],
     pub tokens_output: [AtomicU64; 2],

@@ -72,6 +72,19 @@ pub struct Generation {
     pub parse: ParseSpec,
 }
 
+/// Waits for an admission slot; on refusal answers the client (429/503) and returns `None`.
+pub async fn admit(ctx: &ShardCtx, endpoint: Endpoint, r: &mut Responder<'_>) -> Option<super::admission::Permit> {
+    match super::admission::acquire(ctx).await {
+        Ok(permit) => Some(permit),
+        Err(e) => {
+            ctx.metrics().error(endpoint, ErrorType::of(&e));
+            tracing::warn!("shard {}: request refused by admission: {}", ctx.index, e.message);
+            let _ = r.send_error(&e).await;
+            None
+        }
+    }
+}
+
 pub async fn run(g: Generation, format: &dyn Format, r: &mut Responder<'_>) {
     let metrics = g.ctx.metrics();
     metrics.request(g.endpoint, g.params.stream);
@@ -269,12 +282,23 @@ async fn stream(
     let gone = crate::http::response::client_gone(watch);
     let mut gone = std::pin::pin!(gone);
     let mut start = 0;
+    let keepalive = std::time::Duration::from_secs(crate::limits::sse_keepalive_interval_s);
     while subs.iter().any(Option::is_some) {
         let first = monoio::select! {
             next = next_any(&subs, &mut start) => next,
             _ = &mut gone => {
                 tracing::info!("request {}: client disconnected mid-stream; aborting", g.response_id);
                 return Outcome::ClientGone;
+            }
+            _ = monoio::time::sleep(keepalive) => {
+                // Waiting for a first token (a long prefill, a queue) or a stalled engine:
+                // proxies and clients drop connections that stay silent for 30-60 s.
+                r.push_sse_comment("keepalive");
+                if r.flush().await.is_err() {
+                    tracing::info!("request {}: client went away while waiting; aborting", g.response_id);
+                    return Outcome::ClientGone;
+                }
+                continue;
             }
         };
         // Everything already queued goes out in the same write.

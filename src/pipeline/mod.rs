@@ -7,6 +7,7 @@
 //! their outputs, streams or collects, and aborts everything on the engine when the client
 //! leaves or a sample fails.
 
+pub mod admission;
 pub mod choice;
 pub mod conversation;
 pub mod generate;

@@ -67,6 +67,9 @@ pub struct Shared {
     /// One set of counters per shard, each written only by its shard.
     pub metrics: Vec<crossbeam::utils::CachePadded<ShardMetrics>>,
     pub zmq: zmq::Context,
+    pub admission: crate::pipeline::admission::Admission,
+    /// Set on SIGTERM: no new requests are taken.
+    pub draining: std::sync::atomic::AtomicBool,
     model: OnceLock<Result<Arc<ModelAssets>, String>>,
 }
 
@@ -88,6 +91,8 @@ impl Shared {
             mailboxes: (0..shards).map(|_| Mailbox::default()).collect(),
             metrics: (0..shards).map(|_| Default::default()).collect(),
             zmq: zmq::Context::new(),
+            admission: crate::pipeline::admission::Admission::new(config.admission),
+            draining: Default::default(),
             model: OnceLock::new(),
             config,
         })
@@ -131,6 +136,10 @@ pub struct ShardCtx {
     tokenizer_cache: RefCell<Option<TokenizerCache>>,
     /// This shard's replica policy (its state, e.g. the prefix tree, is per shard).
     policy: RefCell<Box<dyn Policy>>,
+    /// This shard's requests waiting for an admission slot.
+    pub admission_waiters: crate::pipeline::admission::LocalWaiters,
+    /// Raised on shutdown: the accept loop ends.
+    pub stop_accepting: crate::util::signal::LocalSignal,
 }
 
 impl ShardCtx {
@@ -141,6 +150,8 @@ impl ShardCtx {
             template: OnceCell::new(),
             tokenizer_cache: RefCell::new(None),
             policy: RefCell::new(new_policy(shared.config.routing.policy, &shared.config.routing.cache_aware)),
+            admission_waiters: Default::default(),
+            stop_accepting: Default::default(),
             shared,
         })
     }
@@ -228,6 +239,13 @@ impl ShardCtx {
             }
             ShardMsg::AddWorker(req) => jobs::add(self, *req),
             ShardMsg::Forget(worker) => self.policy.borrow_mut().on_removed(worker),
+            ShardMsg::Grant(id) => self.admission_waiters.grant(&self.shared, id),
+            ShardMsg::StopAccepting => self.stop_accepting.raise(),
+            ShardMsg::AbortAll => {
+                for link in self.links.borrow().values() {
+                    link.abort_all("the gateway is shutting down");
+                }
+            }
             ShardMsg::RemoveWorker(id) => {
                 jobs::remove(self, &id);
             }
@@ -256,4 +274,7 @@ pub async fn shard_main(shared: Arc<Shared>, index: usize) {
         crate::metrics::server::spawn(ctx.clone());
     }
     crate::http::server::serve(ctx).await;
+    // The listener closed for shutdown; connections, streams and engine links live on as tasks
+    // of this runtime until the process exits.
+    std::future::pending::<()>().await;
 }

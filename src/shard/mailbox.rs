@@ -25,6 +25,12 @@ pub enum ShardMsg {
     Detach { worker: u64, epoch: u64, reason: String, done: std::sync::Arc<std::sync::atomic::AtomicUsize> },
     /// `worker` (by key) left the registry: forget what routing remembers of it.
     Forget(u64),
+    /// An admission slot for this shard's queued request `id`.
+    Grant(u64),
+    /// Shutdown, first step: close the listener; running requests continue.
+    StopAccepting,
+    /// Shutdown, last step: abort every request still on an engine.
+    AbortAll,
     /// Control shard: validate and register a worker (`POST /workers`).
     AddWorker(Box<crate::workers::jobs::AddWorker>),
     /// Control shard: drain and remove a worker (`DELETE /workers/{id}`).

@@ -24,8 +24,13 @@ pub fn tokenizer() -> shardgate::text::tokenizer::Tokenizer {
 }
 
 /// Polls `check` for up to 5 s.
-pub fn eventually(mut check: impl FnMut() -> bool, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+pub fn eventually(check: impl FnMut() -> bool, what: &str) {
+    eventually_within(Duration::from_secs(5), check, what)
+}
+
+/// Polls `check` for up to `limit`.
+pub fn eventually_within(limit: Duration, mut check: impl FnMut() -> bool, what: &str) {
+    let deadline = Instant::now() + limit;
     while !check() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
@@ -280,6 +285,24 @@ impl Gateway {
 
     pub fn get(&self, path: &str) -> Response {
         self.try_request("GET", path, None, &[]).unwrap()
+    }
+
+    /// Sends a signal to the gateway process.
+    pub fn signal_gateway(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.gateway.id() as i32, sig) };
+    }
+
+    /// Waits for the gateway to exit on its own; its exit status, or `None` at the limit.
+    pub fn wait_gateway_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.gateway.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 
     /// The Prometheus exposition text.

@@ -19,6 +19,7 @@ use crate::util::json::push_str;
 
 pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
     let started = std::time::Instant::now();
+    let Some(_permit) = generate::admit(ctx, crate::metrics::Endpoint::Chat, r).await else { return };
     match prepare(ctx, body, started) {
         Ok((g, format)) => generate::run(g, &format, r).await,
         Err(e) => {

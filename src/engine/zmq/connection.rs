@@ -186,6 +186,28 @@ impl EngineLink {
         Ok(())
     }
 
+    /// Aborts every live request on its engine rank (one ABORT per rank), fails them for their
+    /// clients, and closes the link without reporting the worker lost.
+    pub fn abort_all(&self, reason: &str) {
+        if self.closed.get() {
+            return;
+        }
+        let mut by_rank: Vec<Vec<String>> = vec![Vec::new(); self.engines.len()];
+        for (id, live) in self.requests.borrow().iter() {
+            by_rank[live.rank].push(id.clone());
+        }
+        for (rank, ids) in by_rank.iter().enumerate().filter(|(_, ids)| !ids.is_empty()) {
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let mut payload = Vec::with_capacity(64 * ids.len());
+            vllm::request::encode_abort(&ids, &mut payload);
+            let identity = vllm::engine_identity(self.engines[rank].data_parallel_rank as u16);
+            if let Err(e) = self.input.send_multipart(&[&identity, &[vllm::REQUEST_ABORT], &payload]) {
+                tracing::warn!("cannot send ABORT for {} request(s) to {}: {e}", ids.len(), self.worker.url());
+            }
+        }
+        self.close(reason);
+    }
+
     /// Closes the link: every live request gets a fault, nothing more is sent, and the worker
     /// is reported lost (the supervisor re-binds).
     pub fn fail(&self, reason: &str) {
