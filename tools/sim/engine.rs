@@ -1,16 +1,21 @@
-//! The simulated engine: handshake as a headless vLLM engine, then the scheduler loop.
+//! The simulated engine: handshake as a headless vLLM or TokenSpeed engine, then the scheduler
+//! loop.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use shardgate::engine::zmq::tokenspeed as ts_wire;
 use shardgate::engine::zmq::vllm::handshake::{decode_init, encode_registration, encode_status, EngineRegistration};
 use shardgate::engine::zmq::vllm::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD, REQUEST_UTILITY};
 use shardgate::text::tokenizer::Tokenizer;
 
 use crate::script::{self, ScriptLine};
 use crate::wire::{self, AddRequest, Load, StepOutput};
-use crate::{Args, FaultKind};
+use crate::{Args, Backend, FaultKind};
+
+mod tokenspeed;
+use tokenspeed::{engine_eos_ids, handshake_tokenspeed};
 
 /// vLLM's finish codes.
 const FINISH_STOP: u8 = 0;
@@ -20,6 +25,8 @@ const FINISH_ERROR: u8 = 3;
 const BLOCK_TOKENS: usize = 16;
 /// KV capacity in tokens (for the reported usage).
 const KV_CAPACITY_TOKENS: f64 = 262_144.0;
+/// The version a simulated TokenSpeed engine reports (the prefix is what identifies one).
+const TOKENSPEED_VERSION: &str = "tokenspeed-sim";
 
 /// One request's output in a step: (running index, new tokens, finish).
 type StepItem = (usize, Vec<u32>, Option<(u8, Option<u32>)>);
@@ -31,6 +38,10 @@ struct Running {
     first_token_at: Instant,
     cached_tokens: u32,
     sent_first: bool,
+    /// TokenSpeed: generated tokens (and their logprobs) not yet in a frame, and the finish.
+    unsent: Vec<u32>,
+    unsent_logprobs: Vec<f64>,
+    finish: Option<&'static str>,
 }
 
 struct Sockets {
@@ -40,6 +51,9 @@ struct Sockets {
 
 pub fn run(args: Args) -> Result<(), String> {
     let handshake_addr = handshake_address(&args)?;
+    if args.zmq_engine_index as u32 + args.data_parallel_size as u32 - 1 > u16::MAX as u32 {
+        return Err("--zmq-engine-index + --data-parallel-size - 1 must fit in 16 bits".into());
+    }
     let tokenizer = match &args.model_path {
         Some(dir) => Some(Tokenizer::from_file(&dir.join("tokenizer.json"))?),
         None => None,
@@ -51,18 +65,22 @@ pub fn run(args: Args) -> Result<(), String> {
     if !script.is_empty() && tokenizer.is_none() {
         return Err("--script needs --model-path (the tokenizer turns script text into tokens)".into());
     }
+    let eos_ids = Arc::new(engine_eos_ids(&args));
     let ctx = zmq::Context::new();
     let tokenizer = tokenizer.map(Arc::new);
     let script = Arc::new(script);
     // One thread per data-parallel rank; the headless launcher exits when any engine exits.
     let ranks: Vec<_> = (0..args.data_parallel_size)
         .map(|rank| {
-            let (ctx, args, tokenizer, script, addr) =
-                (ctx.clone(), args.clone(), tokenizer.clone(), script.clone(), handshake_addr.clone());
+            let (ctx, args, tokenizer, script, addr, eos_ids) =
+                (ctx.clone(), args.clone(), tokenizer.clone(), script.clone(), handshake_addr.clone(), eos_ids.clone());
             std::thread::Builder::new()
                 .name(format!("rank-{rank}"))
                 .spawn(move || -> Result<(), String> {
-                    let sockets = handshake(&ctx, &addr, &args, rank)?;
+                    let sockets = match args.backend {
+                        Backend::Vllm => handshake(&ctx, &addr, &args, rank)?,
+                        Backend::Tokenspeed => handshake_tokenspeed(&ctx, &addr, &args, rank)?,
+                    };
                     tracing::info!("rank {rank} registered with the gateway at {addr}; serving");
                     let record = match &args.record {
                         Some(p) => Some(
@@ -74,7 +92,7 @@ pub fn run(args: Args) -> Result<(), String> {
                         ),
                         None => None,
                     };
-                    let mut sim = Sim::new(args, rank, tokenizer, script, sockets);
+                    let mut sim = Sim::new(args, rank, tokenizer, script, sockets, eos_ids);
                     sim.record = record;
                     sim.serve()
                 })
@@ -95,14 +113,21 @@ fn handshake_address(args: &Args) -> Result<String, String> {
     if let Some(h) = &args.handshake {
         return Ok(h.clone());
     }
-    let url = args.worker_url.as_deref().ok_or("pass --handshake tcp://HOST:PORT or --worker-url ipc://PATH")?;
+    let Some(url) = args.worker_url.as_deref() else {
+        return match args.backend {
+            // TokenSpeed without --data-parallel-address/--data-parallel-rpc-port.
+            Backend::Tokenspeed => Ok(ts_wire::DEFAULT_HANDSHAKE_ADDRESS.into()),
+            Backend::Vllm => Err("pass --handshake tcp://HOST:PORT or --worker-url ipc://PATH".into()),
+        };
+    };
     let path = url.strip_prefix("ipc://").ok_or("--worker-url must be ipc://PATH")?;
     Ok(format!("tcp://127.0.0.1:{}", shardgate::engine::zmq::sockdir::derived_handshake_port(path)))
 }
 
 /// HELLO → INIT → connect and register on every input → READY, as `vllm serve --headless`.
 fn handshake(ctx: &zmq::Context, addr: &str, args: &Args, rank: u16) -> Result<Sockets, String> {
-    let identity = rank.to_le_bytes();
+    let engine_index = args.zmq_engine_index + rank;
+    let identity = engine_index.to_le_bytes();
     let hs = ctx.socket(zmq::DEALER).map_err(|e| e.to_string())?;
     hs.set_identity(&identity).map_err(|e| e.to_string())?;
     hs.set_linger(5000).map_err(|e| e.to_string())?;
@@ -114,12 +139,14 @@ fn handshake(ctx: &zmq::Context, addr: &str, args: &Args, rank: u16) -> Result<S
     hs.set_rcvtimeo(300_000).map_err(|e| e.to_string())?;
     let init = hs.recv_bytes(0).map_err(|e| format!("no INIT from {addr}: {e}"))?;
     let addrs = decode_init(&init).map_err(|e| format!("undecodable INIT: {e}"))?;
+    // vLLM loads the model between INIT and its registration.
+    std::thread::sleep(Duration::from_millis(args.load_ms));
     let mut sockets = Sockets { inputs: Vec::new(), outputs: Vec::new() };
     let reg = EngineRegistration {
         max_model_len: args.max_model_len,
         num_gpu_blocks: 16384,
         block_size: 16,
-        data_parallel_rank: rank as u32,
+        data_parallel_rank: engine_index as u32,
         data_parallel_size: args.data_parallel_size as u32,
         max_num_seqs: args.max_num_seqs as u32,
         vllm_version: "sim".into(),
@@ -153,6 +180,12 @@ fn handshake(ctx: &zmq::Context, addr: &str, args: &Args, rank: u16) -> Result<S
 struct Sim {
     args: Args,
     rank: u16,
+    /// `--zmq-engine-index` + rank: the identity value, and the engine index outputs carry.
+    engine_index: u32,
+    /// TokenSpeed: the EOS ids the engine stops on by itself, primary first.
+    eos_ids: Arc<Vec<u32>>,
+    /// TokenSpeed: ABORTs for ids the engine did not know, remembered for a while.
+    pending_aborts: HashMap<String, Instant>,
     tokenizer: Option<Arc<Tokenizer>>,
     script: Arc<Vec<ScriptLine>>,
     sockets: Sockets,
@@ -177,8 +210,12 @@ impl Sim {
         tokenizer: Option<Arc<Tokenizer>>,
         script: Arc<Vec<ScriptLine>>,
         sockets: Sockets,
+        eos_ids: Arc<Vec<u32>>,
     ) -> Self {
         Sim {
+            engine_index: args.zmq_engine_index as u32 + rank as u32,
+            eos_ids,
+            pending_aborts: HashMap::new(),
             args,
             rank,
             tokenizer,
@@ -245,6 +282,9 @@ impl Sim {
     }
 
     fn on_input(&mut self, frames: Vec<Vec<u8>>) -> Result<(), String> {
+        if self.args.backend == Backend::Tokenspeed {
+            return self.on_input_tokenspeed(frames);
+        }
         let (Some(kind), Some(payload)) = (frames.first().and_then(|f| f.first()), frames.get(1)) else {
             return self.go_deaf("a request without a type byte and payload");
         };
@@ -266,7 +306,7 @@ impl Sim {
             },
             REQUEST_ABORT => {
                 let ids = wire::decode_abort(payload).map_err(|e| format!("undecodable ABORT: {e}"))?;
-                self.note(serde_json::json!({"type": "abort", "ids": ids}));
+                self.note(serde_json::json!({"type": "abort", "ids": ids, "rank": self.rank}));
                 for id in ids {
                     self.abort(&id);
                 }
@@ -275,7 +315,7 @@ impl Sim {
             REQUEST_UTILITY => {
                 let (client, call_id, method) = wire::decode_utility(payload)?;
                 tracing::debug!("utility call {method}");
-                self.note(serde_json::json!({"type": "utility", "method": method}));
+                self.note(serde_json::json!({"type": "utility", "method": method, "rank": self.rank}));
                 self.out_buf.clear();
                 wire::encode_utility_reply(call_id, false, self.now_s(), &mut self.out_buf);
                 self.send_to(client, false)
@@ -356,7 +396,7 @@ impl Sim {
                 prompt_logprobs: None,
             };
             self.out_buf.clear();
-            wire::encode_batch(self.rank as u32, &[out], &self.load(), self.now_s(), &mut self.out_buf);
+            wire::encode_batch(self.engine_index, &[out], &self.load(), self.now_s(), &mut self.out_buf);
             return self.send_to(req.client_index, false);
         }
         self.waiting.push_back(req);
@@ -425,6 +465,9 @@ impl Sim {
                 first_token_at: Instant::now() + ttft,
                 cached_tokens,
                 sent_first: false,
+                unsent: Vec::new(),
+                unsent_logprobs: Vec::new(),
+                finish: None,
             });
         }
     }
@@ -444,6 +487,9 @@ impl Sim {
         }
         self.admit();
         self.step += 1;
+        if self.args.backend == Backend::Tokenspeed {
+            return self.step_tokenspeed();
+        }
         let now = Instant::now();
         let mut per_client: HashMap<usize, Vec<StepItem>> = HashMap::new();
         let mut finished: Vec<usize> = Vec::new();
@@ -480,7 +526,7 @@ impl Sim {
                 .collect();
             let mut buf = std::mem::take(&mut self.out_buf);
             buf.clear();
-            wire::encode_batch(self.rank as u32, &outputs, &load, self.started.elapsed().as_secs_f64(), &mut buf);
+            wire::encode_batch(self.engine_index, &outputs, &load, self.started.elapsed().as_secs_f64(), &mut buf);
             self.out_buf = buf;
             for (i, _, _) in &items {
                 self.running[*i].sent_first = true;

@@ -1,14 +1,18 @@
-//! `shardgate-sim`: a headless engine that speaks the vLLM EngineCore wire.
+//! `shardgate-sim`: a headless engine that speaks the vLLM EngineCore wire, or with
+//! `--backend tokenspeed` the TokenSpeed 0.1.1 wire.
 //!
 //! It dials the handshake address exactly as `vllm serve --headless` does (HELLO, INIT,
-//! registration on every input socket, READY), then runs a scheduler step loop: every
-//! `--itl-ms` one output batch per client carries one new token for every running request,
-//! at most `--max-num-seqs` requests run (the rest wait, and the scheduler stats on every batch
+//! registration on every input socket, READY) or as `tokenspeed.cli serve --headless` does
+//! (model load first, HELLO, INIT, READY, then registration on the first input only), then runs
+//! a scheduler step loop: every `--itl-ms` one new token for every running request (vLLM: one
+//! batch per client each step; TokenSpeed: one columnar batch on the one output socket, on its
+//! stream cadence), at most `--max-num-seqs` requests run (the rest wait, and the load reports
 //! say so), and a new request gets its first token `--ttft-ms` after admission. Output is
 //! deterministic: scripted text (`--script`) or seeded words.
 
 mod engine;
 mod script;
+mod tokenspeed;
 mod wire;
 
 use std::path::PathBuf;
@@ -22,13 +26,28 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "shardgate-sim",
     version,
-    about = "Headless engine simulator (vLLM EngineCore wire)",
+    about = "Headless engine simulator (vLLM EngineCore or TokenSpeed wire)",
     args_override_self = true
 )]
 pub struct Args {
-    /// Handshake address to dial, `tcp://HOST:PORT`.
+    /// The engine whose wire to speak.
+    #[arg(long, value_enum, default_value = "vllm")]
+    pub backend: Backend,
+    /// Handshake address to dial, `tcp://HOST:PORT` (TokenSpeed's default without it and
+    /// without `--worker-url`: tcp://127.0.0.1:30500).
     #[arg(long)]
     pub handshake: Option<String>,
+    /// Identity base: each rank dials as `N + rank` (two little-endian bytes) and names that
+    /// value as its engine index in outputs, as TokenSpeed's `--zmq-engine-index` (vLLM's
+    /// `--data-parallel-start-rank`).
+    #[arg(long = "zmq-engine-index", default_value_t = 0)]
+    pub zmq_engine_index: u16,
+    /// Model load time: before HELLO for TokenSpeed, between INIT and registration for vLLM.
+    #[arg(long = "load-ms", default_value_t = 0)]
+    pub load_ms: u64,
+    /// TokenSpeed: send no load snapshot (all four tail values 0), as a build without one does.
+    #[arg(long = "no-load-snapshot")]
+    pub no_load_snapshot: bool,
     /// Derive the handshake address from a gateway worker URL `ipc://PATH`, as the gateway does.
     #[arg(long = "worker-url")]
     pub worker_url: Option<String>,
@@ -62,9 +81,9 @@ pub struct Args {
     /// Context length reported at registration.
     #[arg(long = "max-model-len", default_value_t = 8192)]
     pub max_model_len: u32,
-    /// Data-parallel engine ranks in this process, each with its own identity (its rank as two
-    /// little-endian bytes), sockets, scheduler and load reports, as `vllm serve --headless
-    /// --data-parallel-size N` starts them.
+    /// Data-parallel engine ranks in this process, each with its own identity (its rank plus
+    /// `--zmq-engine-index`, as two little-endian bytes), sockets, scheduler and load reports, as
+    /// `vllm serve --headless --data-parallel-size N` (or TokenSpeed's attention DP) starts them.
     #[arg(long = "data-parallel-size", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub data_parallel_size: u16,
     /// Seed of the deterministic output.
@@ -76,12 +95,19 @@ pub struct Args {
     /// batches). Repeatable.
     #[arg(long = "fault", value_name = "KIND@N", value_parser = parse_fault)]
     pub faults: Vec<Fault>,
-    /// Append every received message (ADD, ABORT, UTILITY) as a JSON line to this file.
+    /// Append every received message (ADD, ABORT, UTILITY; TokenSpeed also `invalid` for a
+    /// message it drops) as a JSON line to this file.
     #[arg(long)]
     pub record: Option<PathBuf>,
     /// Log level (error, warn, info, debug).
     #[arg(long = "log-level", default_value = "info")]
     pub log_level: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    Vllm,
+    Tokenspeed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,6 +19,11 @@ pub struct AddRequest {
     pub top_p: f64,
     pub logprobs: Option<i64>,
     pub prompt_logprobs: Option<i64>,
+    /// TokenSpeed only: the output cadence (`stream`, `stream_interval`; 0 = the server's 1)
+    /// and the sampled-token logprob switch.
+    pub stream: bool,
+    pub stream_interval: u32,
+    pub return_logprob: bool,
 }
 
 /// Decodes an ADD payload. Errors are what would kill a real engine's input thread.

@@ -10,4 +10,5 @@ pub mod handshake;
 pub mod msgpack;
 pub mod sockdir;
 pub mod socket;
+pub mod tokenspeed;
 pub mod vllm;
