@@ -431,12 +431,11 @@ fn registered(name: &str, names: &'static [&'static str], kind: &str) -> Result<
     names.iter().copied().find(|n| *n == name).ok_or_else(|| format!("unknown {kind} '{name}'"))
 }
 
-fn parse_backend(b: &str, url: &str) -> Result<Backend, String> {
+/// A `--backend` / `runtime_type` value, or the seed's rejection naming the worker.
+pub fn parse_backend(b: &str, url: &str) -> Result<Backend, String> {
     match b {
         "vllm" => Ok(Backend::Vllm),
-        "tokenspeed" => Err(format!(
-            "ZMQ worker {url} has runtime tokenspeed: the TokenSpeed ZMQ wire is not available in this build yet"
-        )),
+        "tokenspeed" => Ok(Backend::Tokenspeed),
         other => Err(format!(
             "ZMQ worker {url} has unsupported runtime {other}: only vllm and tokenspeed are supported over the ZMQ direct backend"
         )),

@@ -28,6 +28,8 @@ pub const http_connections_per_shard_max: usize = 16 * 1024;
 
 /// ZMQ: the handshake waits this long for each message (HELLO, registration, READY).
 pub const handshake_timeout_s: u64 = 600;
+/// TokenSpeed: ADDs other shards may queue for the owner shard before a 503.
+pub const relay_request_queue_depth: usize = 4096;
 /// ZMQ: how long the handshake keeps listening for an extra engine after the last READY.
 pub const handshake_settle_ms: u64 = 300;
 /// ZMQ: first port of the derived handshake range (`20000 + FNV-1a-64(path) mod 10000`).

@@ -154,7 +154,13 @@ async fn submit_all(
             if g.parse.is_active() {
                 state.parser = Some(OutputParser::new(&g.parse)?);
             }
-            let sub = g.link.submit(&req).await.map_err(|f| f.to_api_error())?;
+            let sub = g.link.submit(&req, g.model.is_moe).await.map_err(|mut e| {
+                // Completions ask for top logprobs with `logprobs`.
+                if g.endpoint == Endpoint::Completions && e.param.as_deref() == Some("top_logprobs") {
+                    e.param = Some("logprobs".into());
+                }
+                e
+            })?;
             states.push(state);
             subs.push(Some(sub));
         }

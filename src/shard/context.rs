@@ -217,9 +217,9 @@ impl ShardCtx {
 
     fn on_message(self: &Rc<Self>, msg: ShardMsg) {
         match msg {
-            ShardMsg::Attach { worker, epoch, input, output, engines, ranks, done } => {
+            ShardMsg::Attach { worker, epoch, sockets, engines, ranks, done } => {
                 if let Some(w) = self.shared.registry.snapshot().iter().find(|w| w.key == worker) {
-                    match EngineLink::start(w.clone(), epoch, self.index as u32, input, output, engines, ranks) {
+                    match EngineLink::start(w.clone(), epoch, self.index as u32, sockets, engines, ranks) {
                         Ok(link) => {
                             self.links.borrow_mut().insert(worker, link);
                         }

@@ -7,17 +7,14 @@ use std::task::Poll;
 
 use crossbeam::queue::SegQueue;
 
-use crate::engine::zmq::vllm::handshake::EngineRegistration;
-
 /// What one shard can ask of another.
 pub enum ShardMsg {
     /// Take ownership of this shard's socket pair for `worker` (by key; handshake done).
     Attach {
         worker: u64,
         epoch: u64,
-        input: zmq::Socket,
-        output: zmq::Socket,
-        engines: std::sync::Arc<[EngineRegistration]>,
+        sockets: crate::engine::zmq::connection::LinkSockets,
+        engines: std::sync::Arc<[crate::engine::zmq::handshake::Engine]>,
         ranks: std::sync::Arc<crate::routing::RankTable>,
         done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     },

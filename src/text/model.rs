@@ -44,6 +44,10 @@ pub struct ModelAssets {
     pub architectures: Vec<String>,
     pub model_type: Option<String>,
     pub generation_defaults: GenerationDefaults,
+    /// Multimodal rotary positions (Qwen2-VL and kin): `rope_scaling` names `mrope_section`.
+    pub uses_mrope: bool,
+    /// A mixture-of-experts model: its data-parallel engines step in lockstep waves.
+    pub is_moe: bool,
 }
 
 /// Where to load from.
@@ -107,6 +111,20 @@ impl ModelAssets {
             .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
             .unwrap_or_default();
         let model_type = config.get("model_type").and_then(Value::as_str).map(str::to_string);
+        let is_moe = [&config, config.get("text_config").unwrap_or(&Value::Null)].iter().any(|c| {
+            ["num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"]
+                .iter()
+                .any(|k| c.get(*k).and_then(Value::as_u64).is_some_and(|n| n > 1))
+        });
+        let uses_mrope = [&config, config.get("text_config").unwrap_or(&Value::Null)].iter().any(|c| {
+            c.get("rope_scaling").is_some_and(|r| {
+                r.get("mrope_section").is_some()
+                    || r.get("type")
+                        .or_else(|| r.get("rope_type"))
+                        .and_then(Value::as_str)
+                        .is_some_and(|t| t.contains("mrope"))
+            })
+        });
         let generation_defaults = match &generation_config {
             Some(g) if src.use_generation_config => generation_defaults(g),
             _ => GenerationDefaults::default(),
@@ -122,6 +140,8 @@ impl ModelAssets {
             architectures,
             model_type,
             generation_defaults,
+            uses_mrope,
+            is_moe,
         })
     }
 }

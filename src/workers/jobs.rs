@@ -48,15 +48,7 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
             tracing::info!("runtime_type unspecified for ZMQ worker; defaulting to vLLM EngineCore");
             Backend::Vllm
         }
-        Some("vllm") => Backend::Vllm,
-        Some("tokenspeed") => {
-            return Err(format!("ZMQ worker {url} has runtime tokenspeed: the TokenSpeed ZMQ wire is not available in this build yet"))
-        }
-        Some(other) => {
-            return Err(format!(
-                "ZMQ worker {url} has unsupported runtime {other}: only vllm and tokenspeed are supported over the ZMQ direct backend"
-            ))
-        }
+        Some(runtime) => crate::config::parse_backend(runtime, url)?,
     };
     if let Some(addr) = &req.zmq_handshake_address {
         if !addr.starts_with("tcp://") {

@@ -75,6 +75,8 @@ pub struct Worker {
     /// The load of each engine rank of the current connection (absent before the first
     /// handshake); replaced whole on each connection, since a restarted group may differ.
     ranks: ArcSwapOption<RankTable>,
+    /// The last DP wave the gateway started on a lockstep (MoE) group; see `EngineLink::submit`.
+    pub dp_wave: AtomicU64,
 }
 
 impl Worker {
@@ -93,6 +95,7 @@ impl Worker {
             removing: AtomicBool::new(false),
             in_flight: AtomicI64::new(0),
             ranks: ArcSwapOption::empty(),
+            dp_wave: AtomicU64::new(0),
         }
     }
 

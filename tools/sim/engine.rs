@@ -7,9 +7,12 @@ use std::time::{Duration, Instant};
 
 use shardgate::engine::zmq::tokenspeed as ts_wire;
 use shardgate::engine::zmq::vllm::handshake::{decode_init, encode_registration, encode_status, EngineRegistration};
-use shardgate::engine::zmq::vllm::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD, REQUEST_UTILITY};
+use shardgate::engine::zmq::vllm::{
+    ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD, REQUEST_START_DP_WAVE, REQUEST_UTILITY,
+};
 use shardgate::text::tokenizer::Tokenizer;
 
+use crate::lockstep::Lockstep;
 use crate::script::{self, ScriptLine};
 use crate::wire::{self, AddRequest, Load, StepOutput};
 use crate::{Args, Backend, FaultKind};
@@ -69,11 +72,13 @@ pub fn run(args: Args) -> Result<(), String> {
     let ctx = zmq::Context::new();
     let tokenizer = tokenizer.map(Arc::new);
     let script = Arc::new(script);
+    let lockstep = args.moe.then(|| Arc::new(Lockstep::new(args.data_parallel_size as usize)));
     // One thread per data-parallel rank; the headless launcher exits when any engine exits.
     let ranks: Vec<_> = (0..args.data_parallel_size)
         .map(|rank| {
             let (ctx, args, tokenizer, script, addr, eos_ids) =
                 (ctx.clone(), args.clone(), tokenizer.clone(), script.clone(), handshake_addr.clone(), eos_ids.clone());
+            let lockstep = lockstep.clone();
             std::thread::Builder::new()
                 .name(format!("rank-{rank}"))
                 .spawn(move || -> Result<(), String> {
@@ -94,6 +99,7 @@ pub fn run(args: Args) -> Result<(), String> {
                     };
                     let mut sim = Sim::new(args, rank, tokenizer, script, sockets, eos_ids);
                     sim.record = record;
+                    sim.lockstep = lockstep;
                     sim.serve()
                 })
                 .map_err(|e| format!("cannot start rank {rank}: {e}"))
@@ -201,6 +207,10 @@ struct Sim {
     requests_seen: u64,
     record: Option<std::fs::File>,
     out_buf: Vec<u8>,
+    /// MoE: the group's collective, whether this rank is in a running wave, and its wave.
+    lockstep: Option<Arc<Lockstep>>,
+    engines_running: bool,
+    current_wave: u64,
 }
 
 impl Sim {
@@ -233,6 +243,9 @@ impl Sim {
             requests_seen: 0,
             record: None,
             out_buf: Vec::with_capacity(1 << 16),
+            lockstep: None,
+            engines_running: false,
+            current_wave: 0,
         }
     }
 
@@ -246,17 +259,53 @@ impl Sim {
         let itl = Duration::from_millis(itl_ms);
         let mut next_step = Instant::now() + itl;
         loop {
-            let busy = !self.running.is_empty() || !self.waiting.is_empty();
+            let local_work = !self.running.is_empty() || !self.waiting.is_empty();
+            let busy = local_work || self.engines_running;
             let timeout =
                 if busy { next_step.saturating_duration_since(Instant::now()) } else { Duration::from_millis(100) };
             self.poll_inputs(timeout)?;
             if Instant::now() >= next_step || !busy {
-                if busy {
+                if !self.running.is_empty() || !self.waiting.is_empty() {
                     self.run_step()?;
+                }
+                if busy {
+                    self.sync_wave()?;
                 }
                 next_step = Instant::now() + itl;
             }
         }
+    }
+
+    /// MoE: the end-of-step collective (a dummy step when this rank had nothing to run). When
+    /// no rank has work the wave ends: report it to client 0 and pause until woken.
+    fn sync_wave(&mut self) -> Result<(), String> {
+        let Some(lockstep) = self.lockstep.clone() else { return Ok(()) };
+        let local = !self.running.is_empty() || !self.waiting.is_empty();
+        self.engines_running = lockstep.any_unfinished(local);
+        if !self.engines_running {
+            tracing::debug!("wave {} finished, pausing", self.current_wave);
+            self.out_buf.clear();
+            wire::encode_wave_complete(self.engine_index, self.current_wave, self.now_s(), &mut self.out_buf);
+            self.send_to(0, false)?;
+            self.current_wave += 1;
+        }
+        Ok(())
+    }
+
+    /// START_DP_WAVE: a MoE rank joins the wave unless excluded or already past it; a dense
+    /// engine logs it as unknown, as vLLM does.
+    fn start_dp_wave(&mut self, payload: &[u8]) -> Result<(), String> {
+        let (wave, exclude) = wire::decode_start_dp_wave(payload)?;
+        self.note(serde_json::json!({"type": "start_dp_wave", "wave": wave, "rank": self.rank}));
+        if self.lockstep.is_none() {
+            tracing::warn!("Unrecognized input request type encountered: {REQUEST_START_DP_WAVE}");
+            return Ok(());
+        }
+        if exclude != Some(self.engine_index.into()) && wave >= self.current_wave {
+            self.current_wave = wave;
+            self.engines_running = true;
+        }
+        Ok(())
     }
 
     /// Reads every input socket until `timeout` passes with nothing to read.
@@ -320,8 +369,9 @@ impl Sim {
                 wire::encode_utility_reply(call_id, false, self.now_s(), &mut self.out_buf);
                 self.send_to(client, false)
             }
+            REQUEST_START_DP_WAVE => self.start_dp_wave(payload),
             other => {
-                // vLLM logs and ignores unknown types (START_DP_WAVE on a dense engine).
+                // vLLM logs and ignores unknown types.
                 tracing::warn!("Unrecognized input request type encountered: {other}");
                 Ok(())
             }

@@ -11,6 +11,7 @@
 //! deterministic: scripted text (`--script`) or seeded words.
 
 mod engine;
+mod lockstep;
 mod script;
 mod tokenspeed;
 mod wire;
@@ -86,6 +87,12 @@ pub struct Args {
     /// `vllm serve --headless --data-parallel-size N` (or TokenSpeed's attention DP) starts them.
     #[arg(long = "data-parallel-size", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub data_parallel_size: u16,
+    /// The ranks serve a mixture-of-experts model: they step in lockstep (every step ends in a
+    /// collective all ranks join), an idle rank joins only after START_DP_WAVE, and when no rank
+    /// has work each one reports `wave_complete` to client 0 and pauses, as vLLM's
+    /// `DPEngineCoreProc` without a coordinator.
+    #[arg(long)]
+    pub moe: bool,
     /// Seed of the deterministic output.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

@@ -136,6 +136,34 @@ pub struct Load {
 }
 
 /// An `EngineCoreOutputs` batch in the 0.33 layout.
+/// An output batch with no outputs that tells client 0 a DP wave finished (MoE groups).
+pub fn encode_wave_complete(engine_index: u32, wave: u64, timestamp: f64, out: &mut Vec<u8>) {
+    let mut w = Writer::new(out);
+    w.array(9);
+    w.uint(engine_index as u64);
+    w.array(0);
+    w.nil(); // scheduler_stats
+    w.f64(timestamp);
+    w.nil(); // utility_output
+    w.nil(); // finished_requests
+    w.uint(wave); // wave_complete
+    w.nil(); // start_wave
+    w.str("default");
+}
+
+/// Decodes START_DP_WAVE: `[wave, exclude_engine_index | nil]`.
+pub fn decode_start_dp_wave(payload: &[u8]) -> Result<(u64, Option<u64>), String> {
+    let mut r = shardgate::engine::zmq::msgpack::Reader::new(payload);
+    let n = r.array_len().map_err(|e| e.to_string())?;
+    if n != 2 {
+        return Err(format!("START_DP_WAVE with {n} elements"));
+    }
+    let wave = r.u64().map_err(|e| e.to_string())?;
+    let exclude =
+        if r.try_nil().map_err(|e| e.to_string())? { None } else { Some(r.u64().map_err(|e| e.to_string())?) };
+    Ok((wave, exclude))
+}
+
 pub fn encode_batch(engine_index: u32, outputs: &[StepOutput<'_>], load: &Load, timestamp: f64, out: &mut Vec<u8>) {
     let mut w = Writer::new(out);
     w.array(9);

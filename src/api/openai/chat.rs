@@ -37,6 +37,7 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: std::time::Instant) -> Resu
     let model = super::models::resolve(ctx, &f)?;
     let mut params = params::parse(&f, Endpoint::Chat, &model)?;
     let template = ctx.chat_template(&model).map_err(ApiError::bad_request)?;
+    check_mrope_over_tokenspeed(ctx, &model, &f)?;
     let RenderedChat { prompt: prompt_text, conversation, tools, tool_choice, thinking_on } =
         render_prompt(&model, &template, &f)?;
     let parse = parse_spec(ctx, &f, &model.served_name, tools, &tool_choice, thinking_on, &conversation)?;
@@ -67,6 +68,31 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: std::time::Instant) -> Resu
         parse,
     };
     Ok((g, format))
+}
+
+/// Seed 000, "Features and Limits": TokenSpeed's ZMQ wire has no field for MRoPE position
+/// tensors, so an image or video for such a model cannot be served there.
+fn check_mrope_over_tokenspeed(ctx: &ShardCtx, model: &ModelAssets, f: &Fields<'_>) -> Result<(), ApiError> {
+    let tokenspeed =
+        || ctx.shared.registry.snapshot().iter().any(|w| w.backend() == crate::config::Backend::Tokenspeed);
+    let has_media = || {
+        f.get("messages").and_then(serde_json::Value::as_array).is_some_and(|messages| {
+            messages.iter().filter_map(|m| m.get("content").and_then(serde_json::Value::as_array)).flatten().any(
+                |part| {
+                    part.get("type")
+                        .and_then(serde_json::Value::as_str)
+                        .is_some_and(|t| matches!(t, "image_url" | "input_image" | "image" | "video_url" | "video"))
+                },
+            )
+        })
+    };
+    if model.uses_mrope && has_media() && tokenspeed() {
+        return Err(ApiError::bad_request(
+            "MRoPE position tensors are not derivable over the TokenSpeed ZMQ wire yet; use the gRPC transport for this model",
+        )
+        .with_param("messages"));
+    }
+    Ok(())
 }
 
 /// A chat request's prompt, and what rendering it decided.

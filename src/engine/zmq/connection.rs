@@ -1,7 +1,10 @@
-//! One shard's connection to one worker for one epoch: the shard's input ROUTER (requests go
-//! out here as client index = shard index) and output PULL (the engine routes this shard's
-//! outputs here), the map of this shard's live requests, and the tasks that read outputs and
-//! watch for silence.
+//! One shard's connection to one worker for one epoch: the map of this shard's live requests,
+//! how their messages reach the engines, and the tasks that read outputs and watch for silence.
+//!
+//! How messages travel depends on the engine (`Transport`): a vLLM engine takes one socket pair
+//! per shard (requests go out as client index = shard, and the engine routes this shard's
+//! outputs back here); a TokenSpeed engine takes one pair in all, held by an owner shard, which
+//! relays the other shards' messages and routes their outputs through the `hub`.
 //!
 //! Invariants: a request id is in `requests` from its ADD until its final output, its ABORT, or
 //! the link's close, never longer; every request in the map gets exactly one terminal event; a
@@ -14,28 +17,55 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::handshake::Engine;
+use super::hub::{shard_of, Hub, Outgoing};
 use super::socket::{AsyncSocket, SendError};
-use super::vllm::{self, handshake::EngineRegistration, output::decode_batch};
+use super::{tokenspeed, vllm};
+use crate::config::Backend;
 use crate::engine::slot::{RequestSlot, SlotEvent};
-use crate::engine::EngineRequest;
-use crate::error::{EngineFault, FaultSource};
+use crate::engine::{EngineRequest, TokenEvent};
+use crate::error::{ApiError, EngineFault, FaultSource};
 use crate::limits;
 use crate::routing::RankTable;
 use crate::workers::Worker;
 
-/// A request this shard has on the engine group: where its outputs go and which rank has it.
+/// Request type bytes shared by both wires (vLLM and TokenSpeed agree on ADD and ABORT).
+const REQUEST_ADD: u8 = vllm::REQUEST_ADD;
+const REQUEST_ABORT: u8 = vllm::REQUEST_ABORT;
+const _: () = assert!(REQUEST_ADD == tokenspeed::REQUEST_ADD && REQUEST_ABORT == tokenspeed::REQUEST_ABORT);
+
+/// What a shard is handed for a worker after the handshake.
+pub enum LinkSockets {
+    /// This shard's own (input ROUTER, output PULL) pair.
+    Pair(zmq::Socket, zmq::Socket),
+    /// The worker's only pair, held by this shard for all shards.
+    Owner(zmq::Socket, zmq::Socket, Arc<Hub>),
+    /// Through the owner shard.
+    Relay(Arc<Hub>),
+}
+
+enum Transport {
+    Direct(AsyncSocket),
+    Owner(AsyncSocket, Arc<Hub>),
+    Relay(Arc<Hub>),
+}
+
+/// A request this shard has on the engine group.
 struct Live {
     slot: Rc<RequestSlot>,
     /// Position in `engines` (and in the rank table).
     rank: usize,
+    /// TokenSpeed: restores vLLM's finish semantics on its outputs.
+    finish: Option<tokenspeed::finish::RequestFinish>,
 }
 
 pub struct EngineLink {
     pub worker: Arc<Worker>,
     pub epoch: u64,
     client_index: u32,
-    input: AsyncSocket,
-    engines: Arc<[EngineRegistration]>,
+    backend: Backend,
+    transport: Transport,
+    engines: Arc<[Engine]>,
     ranks: Arc<RankTable>,
     requests: RefCell<HashMap<String, Live>>,
     closed: Cell<bool>,
@@ -47,24 +77,28 @@ pub struct EngineLink {
 }
 
 impl EngineLink {
-    /// Takes over a shard's socket pair after the handshake and starts its reader tasks.
+    /// Takes over a shard's sockets (or relay) after the handshake and starts its tasks.
     pub fn start(
         worker: Arc<Worker>,
         epoch: u64,
         client_index: u32,
-        input: zmq::Socket,
-        output: zmq::Socket,
-        engines: Arc<[EngineRegistration]>,
+        sockets: LinkSockets,
+        engines: Arc<[Engine]>,
         ranks: Arc<RankTable>,
     ) -> Result<Rc<EngineLink>, String> {
-        let input = AsyncSocket::attach(input).map_err(|e| format!("cannot watch input socket: {e}"))?;
-        let output = AsyncSocket::attach(output).map_err(|e| format!("cannot watch output socket: {e}"))?;
         assert!(!engines.is_empty() && engines.len() == ranks.len());
+        let attach = |s| AsyncSocket::attach(s).map_err(|e| format!("cannot watch a worker socket: {e}"));
+        let (transport, output) = match sockets {
+            LinkSockets::Pair(input, output) => (Transport::Direct(attach(input)?), Some(attach(output)?)),
+            LinkSockets::Owner(input, output, hub) => (Transport::Owner(attach(input)?, hub), Some(attach(output)?)),
+            LinkSockets::Relay(hub) => (Transport::Relay(hub), None),
+        };
         let link = Rc::new(EngineLink {
+            backend: worker.backend(),
             worker,
             epoch,
             client_index,
-            input,
+            transport,
             engines,
             // Shards start their rotation at different ranks so that ties spread.
             rank_cursor: Cell::new(client_index as usize),
@@ -76,14 +110,26 @@ impl EngineLink {
             scratch: RefCell::new(Vec::with_capacity(4096)),
             next_call_id: Cell::new(1),
         });
-        monoio::spawn(read_outputs(link.clone(), output));
+        match (&link.transport, output) {
+            (Transport::Relay(hub), _) => {
+                monoio::spawn(relay_inbox(link.clone(), hub.clone()));
+            }
+            (Transport::Owner(_, _), Some(output)) => {
+                monoio::spawn(read_outputs(link.clone(), output));
+                monoio::spawn(pump(link.clone()));
+            }
+            (_, Some(output)) => {
+                monoio::spawn(read_outputs(link.clone(), output));
+            }
+            (_, None) => unreachable!("socket transports come with an output socket"),
+        }
         monoio::spawn(watch_silence(link.clone()));
         Ok(link)
     }
 
     /// The context length every engine of the group accepts.
     pub fn max_model_len(&self) -> u32 {
-        self.engines.iter().map(|e| e.max_model_len).min().unwrap_or(0)
+        self.engines.iter().map(|e| e.registration.max_model_len).min().unwrap_or(0)
     }
 
     pub fn is_open(&self) -> bool {
@@ -94,51 +140,118 @@ impl EngineLink {
         self.requests.borrow().len()
     }
 
+    fn identity(&self, rank: usize) -> [u8; 2] {
+        self.engines[rank].identity.to_le_bytes()
+    }
+
     /// Sends an ADD. The returned `Submission` aborts the request on the engine if it is dropped
-    /// before the engine finished it.
-    pub async fn submit(self: &Rc<Self>, req: &EngineRequest) -> Result<Submission, EngineFault> {
+    /// before the engine finished it. Errors are what the client gets: a request this engine
+    /// cannot take (400), a full relay queue (503), a transport fault. `lockstep`: the model is
+    /// MoE, so the group's engines only step together (see `wake_group`).
+    pub async fn submit(self: &Rc<Self>, req: &EngineRequest, lockstep: bool) -> Result<Submission, ApiError> {
         if self.closed.get() {
-            return Err(EngineFault::new(FaultSource::Gateway, "engine connection is closed", true));
+            return Err(EngineFault::new(FaultSource::Gateway, "engine connection is closed", true).to_api_error());
         }
         if self.requests.borrow().contains_key(&req.request_id) {
             // A duplicate live id kills a vLLM engine; ids are unique by construction.
-            return Err(EngineFault::new(FaultSource::Gateway, "duplicate live request id", true));
+            return Err(EngineFault::new(FaultSource::Gateway, "duplicate live request id", true).to_api_error());
         }
+        let payload = {
+            let mut buf = self.scratch.borrow_mut();
+            buf.clear();
+            match self.backend {
+                Backend::Vllm => vllm::request::encode_add(req, self.client_index, &mut buf),
+                Backend::Tokenspeed => tokenspeed::request::encode_add(req, true, &mut buf)
+                    .map_err(|u| ApiError::invalid_param(u.param(), u.to_string()))?,
+            }
+            buf.clone()
+        };
         let rank = {
             let mut cursor = self.rank_cursor.get();
             let rank = self.ranks.select(&mut cursor);
             self.rank_cursor.set(cursor);
             rank
         };
-        let identity = vllm::engine_identity(self.engines[rank].data_parallel_rank as u16);
-        let payload = {
-            let mut buf = self.scratch.borrow_mut();
-            buf.clear();
-            vllm::request::encode_add(req, self.client_index, &mut buf);
-            buf.clone()
-        };
         let slot = Rc::new(RequestSlot::default());
-        self.requests.borrow_mut().insert(req.request_id.clone(), Live { slot: slot.clone(), rank });
+        let finish =
+            (self.backend == Backend::Tokenspeed).then(|| tokenspeed::finish::RequestFinish::new(&req.sampling));
+        self.requests.borrow_mut().insert(req.request_id.clone(), Live { slot: slot.clone(), rank, finish });
         self.ranks.dispatched(rank);
         self.worker.in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let sent = self
-            .input
-            .send_multipart_within(
-                &[&identity, &[vllm::REQUEST_ADD], &payload],
-                Duration::from_millis(limits::send_block_ms_max),
-            )
-            .await;
-        if let Err(e) = sent {
+        if lockstep && self.backend == Backend::Vllm && self.engines.len() > 1 {
+            self.wake_group();
+        }
+        if let Err(e) = self.send_add(rank, payload).await {
             self.retire(&req.request_id);
-            let fault = EngineFault::new(FaultSource::Transport, format!("cannot send request to engine: {e}"), true);
-            self.fail(&format!("request send failed: {e}"));
-            return Err(fault);
+            return Err(e);
         }
         if self.requests.borrow().len() == 1 {
             // Silence is measured from the moment work is outstanding.
             self.last_output.set(Instant::now());
         }
         Ok(Submission { link: self.clone(), request_id: req.request_id.clone(), slot })
+    }
+
+    /// A MoE group steps in lockstep (every step ends in a collective all ranks must join), and
+    /// an idle rank joins only when told to start a wave: what vLLM's DP coordinator does, which
+    /// does not run here. So every ADD to such a group is preceded by START_DP_WAVE to every rank,
+    /// for a wave number above any the engines can have reached: they advance one wave per
+    /// completed wave, and a wave completes only after one of our wake-ups, so the last number
+    /// sent plus one bounds them. An engine already running just relabels its wave.
+    fn wake_group(&self) {
+        let wave = self.worker.dp_wave.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
+        for rank in 0..self.engines.len() {
+            let mut payload = Vec::with_capacity(12);
+            vllm::request::encode_start_dp_wave(wave, None, &mut payload);
+            if let Err(e) = self.send_control(rank, vllm::REQUEST_START_DP_WAVE, payload) {
+                tracing::warn!("cannot send START_DP_WAVE to {} rank {rank}: {e}", self.worker.url());
+            }
+        }
+    }
+
+    async fn send_add(&self, rank: usize, payload: Vec<u8>) -> Result<(), ApiError> {
+        let input = match &self.transport {
+            Transport::Direct(input) | Transport::Owner(input, _) => input,
+            Transport::Relay(hub) => {
+                return hub.push_request(Outgoing { rank, kind: REQUEST_ADD, payload }).map_err(|_| {
+                    tracing::warn!("worker {}: relay queue to the owner shard is full", self.worker.url());
+                    ApiError::overloaded("The engine's request queue is full; try again later", 1)
+                });
+            }
+        };
+        let identity = self.identity(rank);
+        let sent = input
+            .send_multipart_within(
+                &[&identity, &[REQUEST_ADD], &payload],
+                Duration::from_millis(limits::send_block_ms_max),
+            )
+            .await;
+        sent.map_err(|e| {
+            self.fail(&format!("request send failed: {e}"));
+            EngineFault::new(FaultSource::Transport, format!("cannot send request to engine: {e}"), true).to_api_error()
+        })
+    }
+
+    /// Sends a message that must not wait (ABORT, ping); through the owner for a relay.
+    fn send_control(&self, rank: usize, kind: u8, payload: Vec<u8>) -> Result<(), SendError> {
+        match &self.transport {
+            Transport::Direct(input) | Transport::Owner(input, _) => {
+                input.send_multipart(&[&self.identity(rank), &[kind], &payload])
+            }
+            Transport::Relay(hub) => {
+                hub.push_control(Outgoing { rank, kind, payload });
+                Ok(())
+            }
+        }
+    }
+
+    fn encode_abort(&self, ids: &[&str]) -> Vec<u8> {
+        let mut payload = Vec::with_capacity(16 + ids.iter().map(|i| i.len() + 2).sum::<usize>());
+        match self.backend {
+            Backend::Vllm => vllm::request::encode_abort(ids, &mut payload),
+            Backend::Tokenspeed => tokenspeed::request::encode_abort(ids, &mut payload),
+        }
+        payload
     }
 
     /// Takes a request out of the map and counts it finished; `None` if it already left.
@@ -151,14 +264,16 @@ impl EngineLink {
 
     fn abort(&self, request_id: &str) {
         let Some(live) = self.retire(request_id) else { return };
+        self.send_abort(live.rank, request_id);
+    }
+
+    /// Tells the engine to drop a request that has already left the map.
+    fn send_abort(&self, rank: usize, request_id: &str) {
         if self.closed.get() {
             return;
         }
-        let rank = self.engines[live.rank].data_parallel_rank;
-        let mut payload = Vec::with_capacity(request_id.len() + 4);
-        vllm::request::encode_abort(&[request_id], &mut payload);
-        let identity = vllm::engine_identity(rank as u16);
-        if let Err(e) = self.input.send_multipart(&[&identity, &[vllm::REQUEST_ABORT], &payload]) {
+        let payload = self.encode_abort(&[request_id]);
+        if let Err(e) = self.send_control(rank, REQUEST_ABORT, payload) {
             tracing::warn!("cannot send ABORT for {request_id} to {}: {e}", self.worker.url());
             if e == SendError::Unreachable {
                 self.fail(&format!("engine unreachable: {e}"));
@@ -166,21 +281,30 @@ impl EngineLink {
         }
     }
 
-    /// Sends a cheap utility call to every engine: a send to an engine that went away fails
-    /// (ROUTER_MANDATORY), which is how a silent death of an idle engine is noticed.
+    /// Sends a cheap message to every engine: a send to an engine that went away fails
+    /// (ROUTER_MANDATORY), which is how a silent death of an idle engine is noticed. vLLM gets
+    /// a utility call; TokenSpeed, which has none, an empty ABORT (a no-op there).
     pub fn ping(&self) -> Result<(), String> {
         if self.closed.get() {
             return Err("connection closed".into());
         }
-        for e in self.engines.iter() {
-            let call_id = self.next_call_id.get();
-            self.next_call_id.set(call_id + 1);
+        for rank in 0..self.engines.len() {
             let mut payload = Vec::with_capacity(32);
-            vllm::request::encode_utility(self.client_index, call_id, "is_sleeping", &mut payload);
-            let identity = vllm::engine_identity(e.data_parallel_rank as u16);
-            match self.input.send_multipart(&[&identity, &[vllm::REQUEST_UTILITY], &payload]) {
+            let kind = match self.backend {
+                Backend::Vllm => {
+                    let call_id = self.next_call_id.get();
+                    self.next_call_id.set(call_id + 1);
+                    vllm::request::encode_utility(self.client_index, call_id, "is_sleeping", &mut payload);
+                    vllm::REQUEST_UTILITY
+                }
+                Backend::Tokenspeed => {
+                    tokenspeed::request::encode_ping(&mut payload);
+                    REQUEST_ABORT
+                }
+            };
+            match self.send_control(rank, kind, payload) {
                 Ok(()) | Err(SendError::Full) => {}
-                Err(err) => return Err(format!("engine rank {} unreachable: {err}", e.data_parallel_rank)),
+                Err(err) => return Err(format!("engine rank {} unreachable: {err}", self.engines[rank].identity)),
             }
         }
         Ok(())
@@ -198,10 +322,8 @@ impl EngineLink {
         }
         for (rank, ids) in by_rank.iter().enumerate().filter(|(_, ids)| !ids.is_empty()) {
             let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-            let mut payload = Vec::with_capacity(64 * ids.len());
-            vllm::request::encode_abort(&ids, &mut payload);
-            let identity = vllm::engine_identity(self.engines[rank].data_parallel_rank as u16);
-            if let Err(e) = self.input.send_multipart(&[&identity, &[vllm::REQUEST_ABORT], &payload]) {
+            let payload = self.encode_abort(&ids);
+            if let Err(e) = self.send_control(rank, REQUEST_ABORT, payload) {
                 tracing::warn!("cannot send ABORT for {} request(s) to {}: {e}", ids.len(), self.worker.url());
             }
         }
@@ -232,24 +354,67 @@ impl EngineLink {
         self.close_signal.raise();
     }
 
-    fn deliver(&self, request_id: &str, ev: crate::engine::TokenEvent) {
-        let slot = if ev.finish.is_some() {
-            self.retire(request_id).map(|live| live.slot)
-        } else {
-            self.requests.borrow().get(request_id).map(|live| live.slot.clone())
+    fn deliver(&self, request_id: &str, mut ev: TokenEvent) {
+        let (slot, cut, rank) = {
+            let mut requests = self.requests.borrow_mut();
+            let Some(live) = requests.get_mut(request_id) else { return };
+            let cut = live.finish.as_mut().is_some_and(|f| f.apply(&mut ev));
+            (live.slot.clone(), cut, live.rank)
         };
-        if let Some(slot) = slot {
-            slot.push(SlotEvent::Tokens(ev));
+        if ev.finish.is_some() {
+            self.retire(request_id);
+        }
+        slot.push(SlotEvent::Tokens(ev));
+        if cut {
+            // The gateway finished it at a stop token the engine does not watch for.
+            self.send_abort(rank, request_id);
         }
     }
 
-    /// Publishes an engine's load report; `engine_index` is its data-parallel rank.
-    fn report_load(&self, engine_index: u32, load: &vllm::output::SchedulerLoad) {
-        let Some(position) = self.engines.iter().position(|e| e.data_parallel_rank == engine_index) else {
-            tracing::warn!("worker {}: load report from unknown engine rank {engine_index}", self.worker.url());
+    /// Owner shard: an output for any shard's request.
+    fn route(&self, request_id: &str, ev: TokenEvent) {
+        match (shard_of(request_id), &self.transport) {
+            (Some(shard), _) if shard == self.client_index as usize => self.deliver(request_id, ev),
+            (Some(shard), Transport::Owner(_, hub)) if hub.route(shard, request_id.to_string(), ev) => {}
+            _ => tracing::warn!("worker {}: output for unknown request {request_id}", self.worker.url()),
+        }
+    }
+
+    /// Publishes an engine's load report; `engine_index` is its identity value.
+    fn report_load(&self, engine_index: u32, running: u32, waiting: u32, kv_cache_usage: f64) {
+        let Some(rank) = self.engines.iter().position(|e| u32::from(e.identity) == engine_index) else {
+            tracing::warn!("worker {}: load report from unknown engine {engine_index}", self.worker.url());
             return;
         };
-        let _ = self.ranks.report(position, load.running.into(), load.waiting.into(), load.kv_cache_usage);
+        let _ = self.ranks.report(rank, running.into(), waiting.into(), kv_cache_usage);
+    }
+
+    /// Applies one output message. Err: it could not be decoded.
+    fn on_output(&self, frames: &[zmq::Message]) -> Result<(), String> {
+        match self.backend {
+            Backend::Vllm => {
+                let aux: Vec<&[u8]> = frames[1..].iter().map(|m| &m[..]).collect();
+                let batch = vllm::output::decode_batch(&frames[0], &aux).map_err(|e| e.to_string())?;
+                // Before the batch's finishes, so a last finish resets this report, not the
+                // reverse.
+                if let Some(load) = &batch.load {
+                    self.report_load(batch.engine_index, load.running, load.waiting, load.kv_cache_usage);
+                }
+                for (id, ev) in batch.outputs {
+                    self.deliver(id, ev);
+                }
+            }
+            Backend::Tokenspeed => {
+                let batch = tokenspeed::output::decode_batch(&frames[0]).map_err(|e| e.to_string())?;
+                if let Some(load) = &batch.load {
+                    self.report_load(batch.engine_index, load.running, load.waiting, load.kv_cache_usage());
+                }
+                for (id, ev) in batch.outputs {
+                    self.route(id, ev);
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -282,7 +447,7 @@ impl Drop for Submission {
     }
 }
 
-/// Reads this shard's outputs until the link closes.
+/// Reads the outputs of this shard's socket until the link closes.
 async fn read_outputs(link: Rc<EngineLink>, output: AsyncSocket) {
     let mut frames: Vec<zmq::Message> = Vec::with_capacity(4);
     let mut decode_failures = 0u32;
@@ -301,19 +466,8 @@ async fn read_outputs(link: Rc<EngineLink>, output: AsyncSocket) {
             link.fail("the engine reported a fatal error (ENGINE_CORE_DEAD)");
             return;
         }
-        let aux: Vec<&[u8]> = frames[1..].iter().map(|m| &m[..]).collect();
-        match decode_batch(&frames[0], &aux) {
-            Ok(batch) => {
-                decode_failures = 0;
-                // Before the batch's finishes, so a last finish resets this report, not the
-                // reverse.
-                if let Some(load) = &batch.load {
-                    link.report_load(batch.engine_index, load);
-                }
-                for (id, ev) in batch.outputs {
-                    link.deliver(id, ev);
-                }
-            }
+        match link.on_output(&frames) {
+            Ok(()) => decode_failures = 0,
             Err(e) => {
                 decode_failures += 1;
                 tracing::warn!(
@@ -325,6 +479,49 @@ async fn read_outputs(link: Rc<EngineLink>, output: AsyncSocket) {
                     return;
                 }
             }
+        }
+    }
+}
+
+/// Owner shard: sends what the other shards queued, in order, until the link closes.
+async fn pump(link: Rc<EngineLink>) {
+    let Transport::Owner(input, hub) = &link.transport else { return };
+    loop {
+        monoio::select! {
+            _ = hub.outgoing_ready() => {},
+            _ = link.close_signal.wait() => return,
+        }
+        while let Some(msg) = hub.pop_outgoing() {
+            let identity = link.identity(msg.rank.min(link.engines.len() - 1));
+            let frames: [&[u8]; 3] = [&identity, &[msg.kind], &msg.payload];
+            let sent = if msg.kind == REQUEST_ADD {
+                input.send_multipart_within(&frames, Duration::from_millis(limits::send_block_ms_max)).await
+            } else {
+                input.send_multipart(&frames)
+            };
+            if let Err(e) = sent {
+                // A full queue only delays a control message; anything else means the engine
+                // is gone (or an ADD could not leave for the send limit).
+                if msg.kind == REQUEST_ADD || e != SendError::Full {
+                    link.fail(&format!("relayed send failed: {e}"));
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A relayed shard: takes the outputs the owner routed here until the link closes.
+async fn relay_inbox(link: Rc<EngineLink>, hub: Arc<Hub>) {
+    let shard = link.client_index as usize;
+    loop {
+        monoio::select! {
+            _ = hub.output_ready(shard) => {},
+            _ = link.close_signal.wait() => return,
+        }
+        link.last_output.set(Instant::now());
+        while let Some((id, ev)) = hub.take_output(shard) {
+            link.deliver(&id, ev);
         }
     }
 }

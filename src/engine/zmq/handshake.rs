@@ -1,6 +1,11 @@
-//! Connecting a ZMQ worker: bind the handshake ROUTER and one input/output pair per shard, then
-//! run HELLO → INIT → registration (on every input socket) → READY with every engine of the
-//! group. Runs on the control shard; the bound sockets are then handed to their shards.
+//! Connecting a ZMQ worker: bind the handshake ROUTER and the client socket pairs, then run
+//! HELLO → INIT → registration (on every input socket) → READY with every engine of the group.
+//! Runs on the control shard; the bound sockets are then handed to their shards.
+//!
+//! vLLM engines take one pair per shard (each shard is its own engine client). TokenSpeed reads
+//! only the first pair of INIT, so it gets one pair, which its owner shard holds; its READY may
+//! come before its registration. Engines are told apart by their identity frame (vLLM: the DP
+//! rank; TokenSpeed: `--zmq-engine-index` + rank), so progress is tracked per identity.
 //!
 //! Each wait is bounded by the handshake timeout, restarted whenever an expected message
 //! arrives, so a slow engine load (minutes) is fine and a missing engine is reported by name.
@@ -11,20 +16,32 @@ use futures_util::future::select_all;
 
 use super::sockdir;
 use super::socket::{configure, AsyncSocket};
-use super::vllm::handshake::{decode_registration, decode_status, encode_init, EngineRegistration};
-use crate::config::WorkerConfig;
+use super::vllm::handshake::{decode_status, EngineRegistration};
+use super::{tokenspeed, vllm};
+use crate::config::{Backend, WorkerConfig};
 use crate::limits;
+
+/// One engine of a connected group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Engine {
+    /// The value of its 2-byte identity frame, which is also `engine_index` in its outputs.
+    pub identity: u16,
+    /// What it registered with (TokenSpeed's translated; `max_model_len` is what a request
+    /// may use in total).
+    pub registration: EngineRegistration,
+}
 
 /// The result of a completed handshake.
 pub struct Connected {
-    /// (input ROUTER, output PULL) per shard, in shard order.
+    /// (input ROUTER, output PULL): one per shard for vLLM, one in all for TokenSpeed.
     pub pairs: Vec<(zmq::Socket, zmq::Socket)>,
-    /// One registration per engine, by rank.
-    pub engines: Vec<EngineRegistration>,
+    /// The engines, by data-parallel rank.
+    pub engines: Vec<Engine>,
 }
 
 #[derive(Default, Clone)]
 struct EngineProgress {
+    identity: Vec<u8>,
     hello: bool,
     registered: Vec<bool>,
     registration: Option<EngineRegistration>,
@@ -37,7 +54,15 @@ impl EngineProgress {
     }
 }
 
-/// Binds and runs the handshake for `worker` with `shards` client sockets.
+/// How many client socket pairs a worker of `backend` gets with `shards` shards.
+pub fn pair_count(backend: Backend, shards: usize) -> usize {
+    match backend {
+        Backend::Vllm => shards,
+        Backend::Tokenspeed => 1,
+    }
+}
+
+/// Binds and runs the handshake for `worker` with `shards` shards.
 pub async fn connect(
     zmq_ctx: &zmq::Context,
     worker: &WorkerConfig,
@@ -45,7 +70,7 @@ pub async fn connect(
     shards: usize,
     timeout: Duration,
 ) -> Result<Connected, String> {
-    let files = sockdir::prepare(&worker.path, shards)?;
+    let files = sockdir::prepare(&worker.path, pair_count(worker.backend, shards))?;
     let handshake = zmq_ctx.socket(zmq::ROUTER).map_err(|e| format!("cannot create handshake socket: {e}"))?;
     handshake.set_linger(0).map_err(|e| e.to_string())?;
     handshake.bind(handshake_address).map_err(|e| {
@@ -56,8 +81,8 @@ pub async fn connect(
         worker.url,
         worker.engine_count
     );
-    let mut inputs = Vec::with_capacity(shards);
-    let mut outputs = Vec::with_capacity(shards);
+    let mut inputs = Vec::with_capacity(files.len());
+    let mut outputs = Vec::with_capacity(files.len());
     for (input_path, output_path) in &files {
         let input = zmq_ctx.socket(zmq::ROUTER).map_err(|e| e.to_string())?;
         configure(&input).map_err(|e| e.to_string())?;
@@ -72,41 +97,62 @@ pub async fn connect(
     let input_addrs: Vec<String> = files.iter().map(|(i, _)| format!("ipc://{i}")).collect();
     let output_addrs: Vec<String> = files.iter().map(|(_, o)| format!("ipc://{o}")).collect();
     let mut init = Vec::with_capacity(256);
-    encode_init(&input_addrs, &output_addrs, &mut init);
+    vllm::handshake::encode_init(&input_addrs, &output_addrs, &mut init);
 
     let handshake = AsyncSocket::attach(handshake).map_err(|e| e.to_string())?;
     let inputs: Vec<AsyncSocket> =
         inputs.into_iter().map(AsyncSocket::attach).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
-    let engines = exchange(&handshake, &inputs, &init, worker.engine_count, timeout).await?;
+    let wire = Wire { backend: worker.backend, engine_count: worker.engine_count, init: &init };
+    let engines = exchange(&handshake, &inputs, &wire, timeout).await?;
     let pairs = inputs.into_iter().map(AsyncSocket::detach).zip(outputs).collect();
     Ok(Connected { pairs, engines })
+}
+
+/// What the exchange needs to know about the worker.
+struct Wire<'a> {
+    backend: Backend,
+    engine_count: usize,
+    init: &'a [u8],
+}
+
+impl Wire<'_> {
+    fn decode_registration(&self, payload: &[u8]) -> Result<EngineRegistration, String> {
+        let undecodable = |e| format!("undecodable engine registration: {e}");
+        match self.backend {
+            Backend::Vllm => vllm::handshake::decode_registration(payload).map_err(undecodable),
+            Backend::Tokenspeed => {
+                let ts = tokenspeed::handshake::decode_registration(payload).map_err(undecodable)?;
+                let mut reg = ts.to_vllm();
+                reg.max_model_len = ts.usable_context_len();
+                Ok(reg)
+            }
+        }
+    }
 }
 
 /// Drives the message exchange until every engine is registered on every input and READY.
 async fn exchange(
     handshake: &AsyncSocket,
     inputs: &[AsyncSocket],
-    init: &[u8],
-    engine_count: usize,
+    wire: &Wire<'_>,
     timeout: Duration,
-) -> Result<Vec<EngineRegistration>, String> {
-    let mut progress =
-        vec![EngineProgress { registered: vec![false; inputs.len()], ..Default::default() }; engine_count];
+) -> Result<Vec<Engine>, String> {
+    let mut progress: Vec<EngineProgress> = Vec::with_capacity(wire.engine_count);
     let mut frames: Vec<zmq::Message> = Vec::new();
     let mut deadline = Instant::now() + timeout;
     loop {
-        if progress.iter().all(EngineProgress::done) {
-            settle(handshake, init, &mut progress).await?;
-            return Ok(progress.into_iter().filter_map(|p| p.registration).collect());
+        if progress.len() == wire.engine_count && progress.iter().all(EngineProgress::done) {
+            settle(handshake, wire, inputs.len(), &mut progress).await?;
+            return Ok(finish(progress));
         }
         let mut advanced = false;
         while handshake.try_recv_multipart(&mut frames).map_err(|e| e.to_string())? {
-            on_handshake_message(handshake, &frames, init, &mut progress)?;
+            on_handshake_message(handshake, &frames, wire, inputs.len(), &mut progress)?;
             advanced = true;
         }
         for (k, input) in inputs.iter().enumerate() {
             while input.try_recv_multipart(&mut frames).map_err(|e| e.to_string())? {
-                on_registration(k, &frames, &mut progress)?;
+                on_registration(k, &frames, wire, &mut progress)?;
                 advanced = true;
             }
         }
@@ -118,7 +164,7 @@ async fn exchange(
         if now >= deadline {
             return Err(format!(
                 "startup handshake timed out while waiting for {} after {}s",
-                waiting_for(&progress),
+                waiting_for(&progress, wire.engine_count),
                 timeout.as_secs()
             ));
         }
@@ -128,15 +174,30 @@ async fn exchange(
     }
 }
 
+/// The group by data-parallel rank.
+fn finish(progress: Vec<EngineProgress>) -> Vec<Engine> {
+    let mut engines: Vec<Engine> = progress
+        .into_iter()
+        .filter_map(|p| Some(Engine { identity: identity_value(&p.identity).ok()?, registration: p.registration? }))
+        .collect();
+    engines.sort_by_key(|e| (e.registration.data_parallel_rank, e.identity));
+    engines
+}
+
 /// Listens a moment longer after the last READY: the engines of one group start together, so
 /// an engine beyond the expected count usually dials within milliseconds, and catching it here
 /// fails the handshake with a clear reason instead of leaving that engine waiting for INIT.
-async fn settle(handshake: &AsyncSocket, init: &[u8], progress: &mut [EngineProgress]) -> Result<(), String> {
+async fn settle(
+    handshake: &AsyncSocket,
+    wire: &Wire<'_>,
+    inputs: usize,
+    progress: &mut Vec<EngineProgress>,
+) -> Result<(), String> {
     let until = Instant::now() + Duration::from_millis(limits::handshake_settle_ms);
     let mut frames: Vec<zmq::Message> = Vec::new();
     loop {
         while handshake.try_recv_multipart(&mut frames).map_err(|e| e.to_string())? {
-            on_handshake_message(handshake, &frames, init, progress)?;
+            on_handshake_message(handshake, &frames, wire, inputs, progress)?;
         }
         let now = Instant::now();
         if now >= until {
@@ -146,58 +207,75 @@ async fn settle(handshake: &AsyncSocket, init: &[u8], progress: &mut [EngineProg
     }
 }
 
-fn rank_of(identity: &[u8], engine_count: usize) -> Result<usize, String> {
-    if identity.len() != 2 {
-        return Err(format!("engine identity {identity:02x?} is not a 2-byte rank"));
+fn identity_value(identity: &[u8]) -> Result<u16, String> {
+    match identity {
+        [lo, hi] => Ok(u16::from_le_bytes([*lo, *hi])),
+        _ => Err(format!("engine identity {identity:02x?} is not a 2-byte engine index")),
     }
-    let rank = u16::from_le_bytes([identity[0], identity[1]]) as usize;
-    if rank >= engine_count {
+}
+
+/// The progress entry of the engine behind `identity`; a HELLO from a new identity takes a free
+/// entry, and finds none once the group is complete.
+fn entry(
+    identity: &[u8],
+    hello: bool,
+    wire: &Wire<'_>,
+    inputs: usize,
+    progress: &mut Vec<EngineProgress>,
+) -> Result<usize, String> {
+    let value = identity_value(identity)?;
+    if let Some(i) = progress.iter().position(|p| p.identity == identity) {
+        return Ok(i);
+    }
+    if !hello {
+        return Err(format!("message from engine rank {value} before its HELLO"));
+    }
+    if progress.len() >= wire.engine_count {
         // More engines dialed in than the worker waits for: the same failure whichever
-        // engine's HELLO arrives first.
+        // engine's HELLO arrives last.
         return Err(format!(
-            "duplicate HELLO from engine rank {rank} after INIT phase: the worker expects {engine_count} engine(s); \
-             check --zmq-engine-count (or dp_size) against the engine's --data-parallel-size"
+            "duplicate HELLO from engine rank {value} after INIT phase: the worker expects {} engine(s); \
+             check --zmq-engine-count (or dp_size) against the engine's --data-parallel-size",
+            wire.engine_count
         ));
     }
-    Ok(rank)
+    progress.push(EngineProgress {
+        identity: identity.to_vec(),
+        registered: vec![false; inputs],
+        ..Default::default()
+    });
+    Ok(progress.len() - 1)
 }
 
 fn on_handshake_message(
     handshake: &AsyncSocket,
     frames: &[zmq::Message],
-    init: &[u8],
-    progress: &mut [EngineProgress],
+    wire: &Wire<'_>,
+    inputs: usize,
+    progress: &mut Vec<EngineProgress>,
 ) -> Result<(), String> {
     let [identity, payload] = frames else {
         return Err(format!("handshake message with {} frames", frames.len()));
     };
     let msg = decode_status(payload).map_err(|e| format!("undecodable handshake message: {e}"))?;
-    let all_inited = progress.iter().all(|p| p.hello);
-    let rank = rank_of(identity, progress.len());
+    let rank = identity_value(identity)?;
     match msg.status.as_str() {
         "HELLO" => {
-            let rank = match rank {
-                Ok(r) if !progress[r].hello => r,
-                _ if all_inited => {
-                    return Err(format!("duplicate HELLO from engine identity {identity:02x?} after INIT phase"))
-                }
-                Ok(r) => return Err(format!("duplicate HELLO from engine rank {r}")),
-                Err(e) => return Err(e),
-            };
+            let i = entry(identity, true, wire, inputs, progress)?;
+            if progress[i].hello {
+                return Err(format!("duplicate HELLO from engine rank {rank}"));
+            }
             if !msg.headless {
                 tracing::warn!("engine rank {rank} says it is not headless; continuing");
             }
-            super::socket::send_frames(handshake.socket(), &[identity, init])
+            super::socket::send_frames(handshake.socket(), &[identity, wire.init])
                 .map_err(|e| format!("cannot send INIT to engine rank {rank}: {e}"))?;
-            progress[rank].hello = true;
+            progress[i].hello = true;
             tracing::debug!("HELLO from engine rank {rank}; INIT sent");
         }
         "READY" => {
-            let rank = rank?;
-            if !progress[rank].hello {
-                return Err(format!("READY from engine rank {rank} before its HELLO"));
-            }
-            progress[rank].ready = true;
+            let i = entry(identity, false, wire, inputs, progress)?;
+            progress[i].ready = true;
             tracing::debug!("READY from engine rank {rank}");
         }
         other => return Err(format!("unexpected handshake status {other:?}")),
@@ -205,32 +283,50 @@ fn on_handshake_message(
     Ok(())
 }
 
-fn on_registration(input: usize, frames: &[zmq::Message], progress: &mut [EngineProgress]) -> Result<(), String> {
+fn on_registration(
+    input: usize,
+    frames: &[zmq::Message],
+    wire: &Wire<'_>,
+    progress: &mut Vec<EngineProgress>,
+) -> Result<(), String> {
     let [identity, payload] = frames else {
         return Err(format!("registration message with {} frames", frames.len()));
     };
-    let rank = rank_of(identity, progress.len())?;
-    let reg = decode_registration(payload).map_err(|e| format!("undecodable engine registration: {e}"))?;
+    let inputs = progress.first().map_or(0, |p| p.registered.len());
+    let i = entry(identity, false, wire, inputs, progress)?;
+    let reg = wire.decode_registration(payload)?;
     tracing::debug!(
-        "engine rank {rank} registered on client socket {input} (max_model_len={}, vllm {})",
+        "engine rank {} registered on client socket {input} (max_model_len={}, version {})",
+        identity_value(identity)?,
         reg.max_model_len,
         reg.vllm_version
     );
-    let p = &mut progress[rank];
-    p.registered[input] = true;
+    let p = &mut progress[i];
+    if let Some(r) = p.registered.get_mut(input) {
+        *r = true;
+    }
     p.registration.get_or_insert(reg);
     Ok(())
 }
 
-fn waiting_for(progress: &[EngineProgress]) -> String {
-    if let Some(r) = progress.iter().position(|p| !p.hello) {
-        return if progress.len() == 1 { "HELLO".into() } else { format!("HELLO from engine rank {r}") };
+fn waiting_for(progress: &[EngineProgress], engine_count: usize) -> String {
+    if progress.len() < engine_count {
+        if engine_count == 1 {
+            return "HELLO".into();
+        }
+        // vLLM identities are the ranks 0..N: name the first one missing.
+        let seen: Vec<u16> = progress.iter().filter_map(|p| identity_value(&p.identity).ok()).collect();
+        return match (0..engine_count as u16).find(|r| !seen.contains(r)) {
+            Some(r) if seen.iter().all(|&v| (v as usize) < engine_count) => format!("HELLO from engine rank {r}"),
+            _ => format!("HELLO from {} more engine(s)", engine_count - progress.len()),
+        };
     }
-    if let Some(r) = progress.iter().position(|p| !p.registered.iter().all(|&x| x)) {
-        return format!("the registration of engine rank {r}");
+    let name = |p: &EngineProgress| identity_value(&p.identity).map_or_else(|e| e, |v| v.to_string());
+    if let Some(p) = progress.iter().find(|p| !p.registered.iter().all(|&x| x)) {
+        return format!("the registration of engine rank {}", name(p));
     }
-    match progress.iter().position(|p| !p.ready) {
-        Some(r) => format!("READY from engine rank {r}"),
+    match progress.iter().find(|p| !p.ready) {
+        Some(p) => format!("READY from engine rank {}", name(p)),
         None => "nothing".into(),
     }
 }

@@ -158,6 +158,18 @@ pub fn encode_abort<S: AsRef<str>>(request_ids: &[S], out: &mut Vec<u8>) {
     }
 }
 
+/// Encodes START_DP_WAVE: `[wave, exclude_engine_index | nil]`. A MoE engine of a lockstep
+/// group starts (or keeps) stepping for `wave` unless it is the excluded one or already past it.
+pub fn encode_start_dp_wave(wave: u64, exclude: Option<u32>, out: &mut Vec<u8>) {
+    let mut w = Writer::new(out);
+    w.array(2);
+    w.uint(wave);
+    match exclude {
+        Some(e) => w.uint(e.into()),
+        None => w.nil(),
+    }
+}
+
 /// Encodes a UTILITY call with no arguments: `[client_index, call_id, method, []]`.
 pub fn encode_utility(client_index: u32, call_id: u64, method: &str, out: &mut Vec<u8>) {
     let mut w = Writer::new(out);
@@ -211,6 +223,16 @@ mod tests {
         expected.extend_from_slice(b"get_supported_tasks");
         expected.push(0x90);
         assert_eq!(util, expected);
+    }
+
+    #[test]
+    fn start_dp_wave_is_a_two_element_array() {
+        let mut out = Vec::new();
+        encode_start_dp_wave(3, None, &mut out);
+        assert_eq!(out, hex("9203c0"));
+        out.clear();
+        encode_start_dp_wave(300, Some(1), &mut out);
+        assert_eq!(out, hex("92cd012c01"));
     }
 
     #[test]
