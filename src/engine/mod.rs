@@ -11,4 +11,4 @@ pub mod slot;
 pub mod zmq;
 
 pub use output::{FinishReason, Logprobs, StopReason, TokenEvent};
-pub use request::{EngineRequest, SamplingParams};
+pub use request::{Constraint, EngineRequest, SamplingParams};

@@ -28,6 +28,21 @@ pub struct SamplingParams {
     pub logit_bias: Vec<(u32, f64)>,
     pub allowed_token_ids: Option<Vec<u32>>,
     pub bad_words_token_ids: Vec<Vec<u32>>,
+    /// A grammar the engine enforces token by token (constrained decoding).
+    pub constraint: Option<Constraint>,
+}
+
+/// What the output must match. Schemas and tags travel as JSON text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Constraint {
+    JsonSchema(String),
+    /// Any JSON object (`response_format: json_object`).
+    JsonObject,
+    Regex(String),
+    /// EBNF (GBNF) grammar, xgrammar's dialect (a choice list arrives as one).
+    Grammar(String),
+    /// An xgrammar structural tag, as JSON.
+    StructuralTag(String),
 }
 
 impl Default for SamplingParams {
@@ -52,6 +67,7 @@ impl Default for SamplingParams {
             logit_bias: Vec::new(),
             allowed_token_ids: None,
             bad_words_token_ids: Vec::new(),
+            constraint: None,
         }
     }
 }

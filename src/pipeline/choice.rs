@@ -146,7 +146,9 @@ impl ChoiceState {
     /// `finish_reason` as the client sees it: `tool_calls` when the model called tools.
     pub fn finish_reason(&self) -> &'static str {
         match &self.finish {
-            Some(f) if f.reason == "stop" && self.parser.as_ref().is_some_and(OutputParser::has_calls) => "tool_calls",
+            Some(f) if f.reason == "stop" && self.parser.as_ref().is_some_and(OutputParser::ends_in_tool_calls) => {
+                "tool_calls"
+            }
             Some(f) => f.reason,
             None => "stop",
         }

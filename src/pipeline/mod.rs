@@ -9,6 +9,7 @@
 
 pub mod admission;
 pub mod choice;
+pub mod constraint;
 pub mod conversation;
 pub mod generate;
 pub mod params;

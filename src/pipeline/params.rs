@@ -82,19 +82,6 @@ pub fn parse(f: &Fields<'_>, endpoint: Endpoint, model: &ModelAssets) -> Result<
     if endpoint == Endpoint::Completion && f.has("suffix") {
         return Err(bad("suffix", "suffix is not currently supported".into()));
     }
-    for unsupported in
-        ["response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"]
-    {
-        if let Some(v) = f.get(unsupported) {
-            let is_text = v.get("type").and_then(|t| t.as_str()) == Some("text");
-            if !(unsupported == "response_format" && is_text) {
-                return Err(bad(
-                    unsupported,
-                    format!("'{unsupported}' (constrained decoding) is not supported by this gateway yet"),
-                ));
-            }
-        }
-    }
 
     let d = &model.generation_defaults;
     let mut s = SamplingParams {
@@ -109,6 +96,7 @@ pub fn parse(f: &Fields<'_>, endpoint: Endpoint, model: &ModelAssets) -> Result<
         presence_penalty: f.f64("presence_penalty")?.unwrap_or(0.0),
         frequency_penalty: f.f64("frequency_penalty")?.unwrap_or(0.0),
         repetition_penalty: f.f64("repetition_penalty")?.or(d.repetition_penalty).unwrap_or(1.0),
+        constraint: super::constraint::parse(f)?,
         ..Default::default()
     };
     s.seed = match f.i64("seed")? {

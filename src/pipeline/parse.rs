@@ -4,8 +4,10 @@
 //! (content, calls). The stage gives every call its id on its first delta and keeps the
 //! whole result for non-streamed responses. Completions have no parse stage.
 
+use super::constraint::ForcedTool;
 use crate::error::ApiError;
 use crate::parsers::reasoning::{create_reasoning_parser, ReasoningParser};
+use crate::parsers::tool::forced::{NamedCall, RequiredCalls};
 use crate::parsers::tool::{create_tool_parser, tool_call_id, ToolParser, ToolSpec};
 
 /// What a request asks of the parse stage.
@@ -22,11 +24,14 @@ pub struct ParseSpec {
     /// For tool-call ids (Kimi formats count calls across the conversation).
     pub model_name: String,
     pub prior_tool_calls: usize,
+    /// `tool_choice` forced a call: the output is constrained JSON, read instead of the
+    /// model's own call syntax.
+    pub forced: Option<ForcedTool>,
 }
 
 impl ParseSpec {
     pub fn is_active(&self) -> bool {
-        self.reasoning_parser.is_some() || self.tool_parser.is_some()
+        self.reasoning_parser.is_some() || self.tool_parser.is_some() || self.forced.is_some()
     }
 }
 
@@ -80,6 +85,8 @@ pub struct OutputParser {
     separate_reasoning: bool,
     model_name: String,
     first_call_number: usize,
+    /// A named function was forced: its call ends the turn with `stop`, as vLLM answers.
+    named_call: bool,
     pub parsed: Parsed,
 }
 
@@ -92,9 +99,13 @@ impl OutputParser {
             ),
             None => None,
         };
-        let tool = match spec.tool_parser {
-            Some(name) => Some(create_tool_parser(name, &spec.tools).map_err(|e| ApiError::internal(e.to_string()))?),
-            None => None,
+        let tool: Option<Box<dyn ToolParser>> = match (&spec.forced, spec.tool_parser) {
+            (Some(ForcedTool::Named(name)), _) => Some(Box::new(NamedCall::new(name))),
+            (Some(ForcedTool::Required), _) => Some(Box::new(RequiredCalls::new())),
+            (None, Some(name)) => {
+                Some(create_tool_parser(name, &spec.tools).map_err(|e| ApiError::internal(e.to_string()))?)
+            }
+            (None, None) => None,
         };
         Ok(OutputParser {
             reasoning,
@@ -102,12 +113,18 @@ impl OutputParser {
             separate_reasoning: spec.separate_reasoning,
             model_name: spec.model_name.clone(),
             first_call_number: spec.prior_tool_calls,
+            named_call: matches!(spec.forced, Some(ForcedTool::Named(_))),
             parsed: Parsed::default(),
         })
     }
 
     pub fn has_calls(&self) -> bool {
         !self.parsed.calls.is_empty()
+    }
+
+    /// Whether the choice finishes with `tool_calls` (it made calls, and not a forced named one).
+    pub fn ends_in_tool_calls(&self) -> bool {
+        self.has_calls() && !self.named_call
     }
 
     pub fn push(&mut self, text: &str) -> ParsedDelta {

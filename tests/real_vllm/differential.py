@@ -68,6 +68,36 @@ def cases(kind):
     out.append(("completion", {"prompt": "def fib(n):", "temperature": 0, "max_tokens": 20, "stream": True}))
     if kind == "full":
         out += full_cases(msgs)
+    if kind in ("full", "constrained"):
+        out += constrained_cases(msgs)
+    return out
+
+
+def constrained_cases(msgs):
+    """Constrained decoding (xgrammar on the engine): output formats.
+
+    Forced tool calls are not compared: vLLM 0.32 forces them through its tool parser's
+    structural tag (`<tool_call>…</tool_call>` for hermes), while seed 002 (SMG) sends the JSON
+    schema of the call(s); the two constrain the engine differently by design."""
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                               "age": {"type": "integer"}}, "required": ["name", "age"]}
+    out = []
+    for m in msgs[:2]:
+        for extra in (
+            {"response_format": {"type": "json_object"}, "max_tokens": 30},
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}, "max_tokens": 40},
+            {"structured_outputs": {"choice": ["yes", "no", "maybe"]}},
+            {"structured_outputs": {"regex": "[a-c]{2,5}"}},
+        ):
+            for stream in (False, True):
+                body = {"messages": m, "temperature": 0, "max_tokens": 24, "stream": stream}
+                body.update(extra)
+                out.append(("chat", body))
+    for extra in ({"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}},
+                   "max_tokens": 40}, {"structured_outputs": {"regex": "[0-9]{3}-[0-9]{2}"}}):
+        body = {"prompt": "The number is", "temperature": 0, "max_tokens": 16}
+        body.update(extra)
+        out.append(("completion", body))
     return out
 
 
@@ -127,9 +157,16 @@ def summarize(kind, body, status, raw):
             if ev.get("usage"):
                 usage = ev["usage"]
             for c in ev.get("choices", []):
-                ch = choices.setdefault(c["index"], {"text": "", "finish_reason": None, "logprobs": []})
+                ch = choices.setdefault(c["index"], {"text": "", "finish_reason": None, "logprobs": [], "calls": []})
                 d = c.get("delta", {})
                 ch["text"] += (d.get("content") or "") if kind == "chat" else (c.get("text") or "")
+                for tc in d.get("tool_calls") or []:
+                    while len(ch["calls"]) <= tc["index"]:
+                        ch["calls"].append({"name": None, "arguments": ""})
+                    fn = tc.get("function") or {}
+                    if fn.get("name"):
+                        ch["calls"][tc["index"]]["name"] = fn["name"]
+                    ch["calls"][tc["index"]]["arguments"] += fn.get("arguments") or ""
                 if c.get("finish_reason"):
                     ch["finish_reason"] = c["finish_reason"]
                     ch["stop_reason"] = c.get("stop_reason")
@@ -138,9 +175,12 @@ def summarize(kind, body, status, raw):
     v = json.loads(raw)
     out = []
     for c in v["choices"]:
-        text = c["message"]["content"] if kind == "chat" else c["text"]
+        text = (c["message"]["content"] or "") if kind == "chat" else c["text"]
         lp = logprob_entries(kind, c.get("logprobs"))
-        out.append({"text": text, "finish_reason": c["finish_reason"], "stop_reason": c.get("stop_reason"), "logprobs": lp})
+        calls = [{"name": t["function"]["name"], "arguments": t["function"]["arguments"]}
+                 for t in (c.get("message", {}).get("tool_calls") or [])]
+        out.append({"text": text, "finish_reason": c["finish_reason"], "stop_reason": c.get("stop_reason"), "logprobs": lp,
+                    "calls": calls})
     return {"status": 200, "choices": out, "usage": {k: v["usage"][k] for k in ("prompt_tokens", "completion_tokens")}}
 
 
@@ -183,6 +223,8 @@ def same(a, b):
     for x, y in zip(a["choices"], b["choices"]):
         if (x["text"], x["finish_reason"], x.get("stop_reason")) != (y["text"], y["finish_reason"], y.get("stop_reason")):
             return False
+        if x.get("calls", []) != y.get("calls", []):
+            return False
         if not close_logprobs(x.get("logprobs", []), y.get("logprobs", [])):
             return False
     return True
@@ -190,7 +232,7 @@ def same(a, b):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cases", default="basic", choices=["basic", "full"])
+    ap.add_argument("--cases", default="basic", choices=["basic", "full", "constrained"])
     ap.add_argument("--gateway", default=os.path.join(ROOT, "target", "release", "shardgate"))
     args = ap.parse_args()
     reqs = cases(args.cases)
@@ -201,7 +243,8 @@ def main():
     env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", VLLM_CPU_KVCACHE_SPACE="1")
 
     gw = subprocess.Popen([args.gateway, "launch", "--worker-urls", f"ipc://{path}", "--model-path", MODEL,
-                           "--served-model-name", NAME, "--host", "127.0.0.1", "--port", str(gw_port)],
+                           "--served-model-name", NAME, "--host", "127.0.0.1", "--port", str(gw_port),
+                           "--tool-call-parser", "qwen", "--metrics-port", str(free_port())],
                           stderr=open(f"{work}/gateway.log", "w"))
     eng = subprocess.Popen([os.path.join(TOOLS, "run-engine.sh"), str(handshake_port(path))], env=env,
                            stdout=open(f"{work}/engine.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
@@ -213,7 +256,10 @@ def main():
 
     ref = subprocess.Popen([os.path.join(HOME, "venv", "bin", "vllm"), "serve", MODEL, "--served-model-name", NAME,
                             "--port", str(ref_port), "--dtype", "float32", "--max-model-len", "1024",
-                            "--max-num-seqs", "8", "--enforce-eager"], env=env,
+                            "--max-num-seqs", "8", "--enforce-eager",
+                            # vLLM refuses forced tool calls without a parser (the gateway's own
+                            # is set to the same family; forced calls do not use it).
+                            "--tool-call-parser", "hermes", "--enable-auto-tool-choice"], env=env,
                            stdout=open(f"{work}/reference.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_http(f"http://127.0.0.1:{ref_port}/v1/models")

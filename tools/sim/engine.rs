@@ -345,7 +345,7 @@ impl Sim {
                         "max_tokens": req.max_tokens, "min_tokens": req.min_tokens, "seed": req.seed,
                         "temperature": req.temperature, "stop_token_ids": req.stop_token_ids,
                         "eos_token_id": req.eos_token_id, "ignore_eos": req.ignore_eos, "client_index": req.client_index,
-                        "rank": self.rank}));
+                        "rank": self.rank, "structured_outputs": req.structured_outputs}));
                     if self.fire_faults() {
                         return Ok(());
                     }

@@ -24,11 +24,23 @@ pub struct AddRequest {
     pub stream: bool,
     pub stream_interval: u32,
     pub return_logprob: bool,
+    /// vLLM `structured_outputs`, its non-nil keys (the simulator records, never enforces).
+    pub structured_outputs: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Decodes an ADD payload. Errors are what would kill a real engine's input thread.
 pub fn decode_add(payload: &[u8]) -> Result<AddRequest, String> {
     decode_add_inner(payload).map_err(|e| e.to_string()).and_then(|r| {
+        if let Some(so) = &r.structured_outputs {
+            let kinds = ["json", "regex", "choice", "grammar", "json_object", "structural_tag"];
+            let set = kinds.iter().filter(|k| so.contains_key(**k)).count();
+            if set != 1 {
+                return Err(format!("structured outputs need exactly one constraint, got {set}"));
+            }
+            if !so.contains_key("_backend") {
+                return Err("structured outputs without a _backend".into());
+            }
+        }
         // vLLM re-runs SamplingParams validation while decoding; mirror the fatal ones.
         if !(r.top_p > 0.0 && r.top_p <= 1.0) {
             return Err(format!("top_p must be in (0, 1], got {}", r.top_p));
@@ -81,10 +93,38 @@ fn decode_sampling(r: &mut Reader<'_>, req: &mut AddRequest) -> DecodeResult<()>
             "top_p" => req.top_p = r.f64()?,
             "logprobs" if !nil => req.logprobs = Some(r.i64()?),
             "prompt_logprobs" if !nil => req.prompt_logprobs = Some(r.i64()?),
+            "structured_outputs" if !nil => req.structured_outputs = Some(decode_structured_outputs(r)?),
             _ => r.skip()?,
         }
     }
     Ok(())
+}
+
+fn decode_structured_outputs(r: &mut Reader<'_>) -> DecodeResult<serde_json::Map<String, serde_json::Value>> {
+    use serde_json::Value;
+    let n = r.map_len()?;
+    let mut out = serde_json::Map::new();
+    for _ in 0..n {
+        let key = r.str()?.to_string();
+        let v = match r.peek_kind()? {
+            Kind::Nil => {
+                r.skip()?;
+                continue;
+            }
+            Kind::Str => Value::String(r.str()?.to_string()),
+            Kind::Bool => Value::Bool(r.bool()?),
+            Kind::Array => {
+                let k = r.array_len()?;
+                Value::Array((0..k).map(|_| r.str().map(|s| Value::String(s.to_string()))).collect::<Result<_, _>>()?)
+            }
+            _ => {
+                r.skip()?;
+                Value::Bool(true)
+            }
+        };
+        out.insert(key, v);
+    }
+    Ok(out)
 }
 
 fn ids(r: &mut Reader<'_>) -> DecodeResult<Vec<u32>> {

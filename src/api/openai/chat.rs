@@ -8,6 +8,7 @@ use crate::api::fields::Fields;
 use crate::error::ApiError;
 use crate::http::response::Responder;
 use crate::pipeline::choice::{ChoiceState, TokenLogprob};
+use crate::pipeline::constraint::ForcedTool;
 use crate::pipeline::generate::Generation;
 use crate::pipeline::params::{self, Endpoint};
 use crate::pipeline::parse::{ParseSpec, ParsedDelta};
@@ -41,8 +42,13 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: std::time::Instant) -> Resu
     let RenderedChat { prompt: prompt_text, conversation, tools, tool_choice, thinking_on } =
         render_prompt(&model, &template, &f)?;
     let parse = parse_spec(ctx, &f, &model.served_name, tools, &tool_choice, thinking_on, &conversation)?;
-    if parse.tool_parser.is_some() || parse.reasoning_parser == Some("inkling") {
-        // The parser needs to see its trigger tokens.
+    if let Some(forced) = &parse.forced {
+        // vLLM keeps only the tool constraint when a call is forced (seed 002).
+        let parallel = f.bool("parallel_tool_calls")?.unwrap_or(true);
+        let schema = crate::pipeline::constraint::tool_schema(forced, &parse.tools, parallel)?;
+        params.sampling.constraint = Some(crate::engine::Constraint::JsonSchema(schema));
+    } else if parse.tool_parser.is_some() || parse.reasoning_parser == Some("inkling") {
+        // The parser needs to see its trigger tokens (under a JSON constraint there are none).
         params.output.skip_special_tokens = false;
     }
     let ids = ctx.encode(&model, &prompt_text, false).map_err(ApiError::internal)?;
@@ -151,6 +157,11 @@ fn parse_spec(
     let parsers = ctx.shared.parsers();
     let separate_reasoning = f.bool("separate_reasoning")?.unwrap_or(true);
     let tool_parser = if *tool_choice == ToolChoice::None || tools.is_empty() { None } else { parsers.tool };
+    let forced = match tool_choice {
+        ToolChoice::Required => Some(ForcedTool::Required),
+        ToolChoice::Named(name) => Some(ForcedTool::Named(name.clone())),
+        ToolChoice::None | ToolChoice::Auto => None,
+    };
     Ok(ParseSpec {
         reasoning_parser: parsers.reasoning,
         tool_parser,
@@ -159,6 +170,7 @@ fn parse_spec(
         separate_reasoning,
         model_name: model_name.to_string(),
         prior_tool_calls: tools::prior_tool_calls(conversation),
+        forced,
     })
 }
 

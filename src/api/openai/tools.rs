@@ -95,14 +95,6 @@ pub fn parse_tool_choice(f: &Fields<'_>, tools: &[ToolSpec]) -> Result<ToolChoic
             ));
         }
     }
-    if matches!(choice, ToolChoice::Required | ToolChoice::Named(_)) {
-        // Forcing a call needs a grammar on the engine; accepting the request and returning
-        // free text would silently break the contract.
-        return Err(ApiError::invalid_param(
-            "tool_choice",
-            "forced tool calls ('required' or a named function) need constrained decoding, which this gateway does not offer yet; use 'auto'",
-        ));
-    }
     Ok(choice)
 }
 
@@ -129,7 +121,7 @@ mod tests {
             (json!({"tools": tools()}), Ok(ToolChoice::Auto)),
             (json!({}), Ok(ToolChoice::None)),
             (json!({"tools": tools(), "tool_choice": "none"}), Ok(ToolChoice::None)),
-            (json!({"tools": tools(), "tool_choice": "required"}), Err(400)),
+            (json!({"tools": tools(), "tool_choice": "required"}), Ok(ToolChoice::Required)),
             (json!({"tools": tools(), "tool_choice": {"type": "function", "function": {"name": "nope"}}}), Err(400)),
             (json!({"tool_choice": "auto"}), Err(400)),
             (json!({"tools": tools(), "tool_choice": "sometimes"}), Err(400)),

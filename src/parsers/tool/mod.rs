@@ -17,6 +17,7 @@
 //! and `inkling` framings.
 
 mod engine;
+pub mod forced;
 mod formats;
 mod ids;
 mod inkling;

@@ -14,7 +14,7 @@ mod strftime;
 use minijinja::value::{Kwargs, Value};
 use minijinja::{Environment, Error, ErrorKind, State};
 
-pub use pyjson::dumps as py_json_dumps;
+pub use pyjson::{dumps as py_json_dumps, Options as PyJsonOptions};
 
 const TEMPLATE_NAME: &str = "chat";
 

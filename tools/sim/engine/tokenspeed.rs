@@ -198,6 +198,7 @@ impl Sim {
             stream: add.stream,
             stream_interval: s.stream_interval.filter(|&k| k > 0).map_or(0, |k| k.min(u32::MAX as i64) as u32),
             return_logprob: add.return_logprob,
+            structured_outputs: None,
         });
         Ok(())
     }

@@ -11,7 +11,7 @@ use std::fmt;
 
 use super::super::msgpack::Writer;
 use super::{ENGINE_REPETITION_PENALTY_MAX, ENGINE_TOP_K_MAX};
-use crate::engine::{EngineRequest, SamplingParams};
+use crate::engine::{Constraint, EngineRequest, SamplingParams};
 use crate::util::json::py_float;
 
 /// The tag (element 0) of an ADD payload.
@@ -165,8 +165,20 @@ fn encode_sampling_params(p: &SamplingParams, w: &mut Writer<'_>) {
     w.f64(p.presence_penalty); // 8
     w.f64(p.repetition_penalty); // 9
     w.uint(p.min_tokens as u64); // 10 min_new_tokens (validated by the engine, not enforced)
-    for _ in 11..15 {
-        w.nil(); // json_schema, regex, ebnf, structural_tag
+                                 // 11 json_schema, 12 regex, 13 ebnf, 14 structural_tag: at most one set.
+    let (json, regex, ebnf, tag) = match &p.constraint {
+        Some(Constraint::JsonSchema(s)) => (Some(s.as_str()), None, None, None),
+        Some(Constraint::JsonObject) => (Some(r#"{"type":"object"}"#), None, None, None),
+        Some(Constraint::Regex(s)) => (None, Some(s.as_str()), None, None),
+        Some(Constraint::Grammar(s)) => (None, None, Some(s.as_str()), None),
+        Some(Constraint::StructuralTag(s)) => (None, None, None, Some(s.as_str())),
+        None => (None, None, None, None),
+    };
+    for v in [json, regex, ebnf, tag] {
+        match v {
+            Some(s) => w.str(s),
+            None => w.nil(),
+        }
     }
     w.bool(p.ignore_eos); // 15
     w.bool(true); // 16 skip_special_tokens: the gateway detokenizes

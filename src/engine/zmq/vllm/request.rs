@@ -1,7 +1,7 @@
 //! Client → engine messages: ADD (`EngineCoreRequest`), ABORT, UTILITY.
 
 use super::super::msgpack::Writer;
-use crate::engine::{EngineRequest, SamplingParams};
+use crate::engine::{Constraint, EngineRequest, SamplingParams};
 
 /// Fields of `EngineCoreRequest` in 0.33 (msgspec writes all of them, even defaults).
 const ENGINE_CORE_REQUEST_FIELDS: usize = 22;
@@ -115,6 +115,10 @@ fn encode_sampling_params(p: &SamplingParams, w: &mut Writer<'_>) {
         key(w, "_all_stop_token_ids");
         write_ids(w, &p.all_stop_token_ids);
     }
+    if let Some(c) = &p.constraint {
+        key(w, "structured_outputs");
+        encode_structured_outputs(w, c);
+    }
     if !p.logit_bias.is_empty() {
         key(w, "logit_bias");
         w.map(p.logit_bias.len());
@@ -140,6 +144,48 @@ fn encode_sampling_params(p: &SamplingParams, w: &mut Writer<'_>) {
         w.bool(true);
     }
     w.finish_map16(header, n);
+}
+
+/// `StructuredOutputsParams` as msgspec writes the dataclass: every key, exactly one constraint
+/// set. `_backend` is what vLLM's front end resolves `auto` to first (xgrammar); the engine
+/// latches the backend of its first structured request, so every request names the same one.
+fn encode_structured_outputs(w: &mut Writer<'_>, c: &Constraint) {
+    let (json, regex, grammar, tag) = match c {
+        Constraint::JsonSchema(s) => (Some(s.as_str()), None, None, None),
+        Constraint::Regex(s) => (None, Some(s.as_str()), None, None),
+        Constraint::Grammar(s) => (None, None, Some(s.as_str()), None),
+        Constraint::StructuralTag(s) => (None, None, None, Some(s.as_str())),
+        Constraint::JsonObject => (None, None, None, None),
+    };
+    let text = |w: &mut Writer<'_>, key: &str, v: Option<&str>| {
+        w.str(key);
+        match v {
+            Some(s) => w.str(s),
+            None => w.nil(),
+        }
+    };
+    w.map(11);
+    text(w, "json", json);
+    text(w, "regex", regex);
+    w.str("choice");
+    w.nil();
+    text(w, "grammar", grammar);
+    w.str("json_object");
+    match c {
+        Constraint::JsonObject => w.bool(true),
+        _ => w.nil(),
+    }
+    w.str("disable_any_whitespace");
+    w.bool(false);
+    w.str("disable_additional_properties");
+    w.bool(false);
+    w.str("whitespace_pattern");
+    w.nil();
+    text(w, "structural_tag", tag);
+    w.str("_backend");
+    w.str("xgrammar");
+    w.str("_backend_was_auto");
+    w.bool(true);
 }
 
 fn write_ids(w: &mut Writer<'_>, ids: &[u32]) {
