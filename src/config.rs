@@ -176,6 +176,9 @@ pub struct LaunchArgs {
     /// cache_aware: tokens per prefix block (the engines' KV block size).
     #[arg(long = "block-size", default_value_t = limits::cache_aware_block_tokens_default)]
     pub block_size: usize,
+    /// An engine that sends nothing for this long while requests are in flight is declared lost.
+    #[arg(long = "engine-silence-timeout-secs", default_value_t = limits::engine_silence_s_default)]
+    pub engine_silence_timeout_secs: u64,
     /// Accepted for compatibility; ZMQ workers keep health checks on (they reconnect engines).
     #[arg(long = "disable-health-check")]
     pub disable_health_check: bool,
@@ -249,6 +252,7 @@ pub struct Config {
     pub shutdown_timeout_s: u64,
     pub stream_write_timeout_s: u64,
     pub routing: Routing,
+    pub engine_silence_s: u64,
 }
 
 /// `--policy` and its settings.
@@ -422,6 +426,7 @@ impl Config {
             shutdown_timeout_s: a.shutdown_timeout_secs,
             stream_write_timeout_s: a.stream_write_timeout_secs.max(1),
             routing,
+            engine_silence_s: a.engine_silence_timeout_secs.max(1),
         })
     }
 }

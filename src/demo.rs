@@ -131,6 +131,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         shutdown_timeout_s: crate::limits::shutdown_timeout_s_default,
         stream_write_timeout_s: crate::limits::stream_write_timeout_s_default,
         routing: Default::default(),
+        engine_silence_s: crate::limits::engine_silence_s_default,
     };
     crate::gateway::run(config)
 }

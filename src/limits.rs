@@ -40,8 +40,9 @@ pub const handshake_port_span: u64 = 10000;
 pub const send_block_ms_max: u64 = 10_000;
 /// ZMQ: outputs that fail to decode in a row before the connection is marked dead.
 pub const output_decode_failures_max: u32 = 3;
-/// ZMQ: silence from an engine with requests in flight before it is declared dead (fixed, per seed).
-pub const engine_silence_s_max: u64 = 300;
+/// ZMQ: silence from an engine with requests in flight before it is declared dead (the seed's
+/// 300 s; `--engine-silence-timeout-secs`).
+pub const engine_silence_s_default: u64 = 300;
 /// ZMQ: messages queued towards one engine before sends report back-pressure.
 pub const zmq_send_queue_messages_max: i32 = 100_000;
 /// Unix socket paths: `sun_path` holds 108 bytes including the terminating NUL.

@@ -219,7 +219,8 @@ impl ShardCtx {
         match msg {
             ShardMsg::Attach { worker, epoch, sockets, engines, ranks, done } => {
                 if let Some(w) = self.shared.registry.snapshot().iter().find(|w| w.key == worker) {
-                    match EngineLink::start(w.clone(), epoch, self.index as u32, sockets, engines, ranks) {
+                    let silence_s = self.shared.config.engine_silence_s;
+                    match EngineLink::start(w.clone(), epoch, self.index as u32, sockets, engines, ranks, silence_s) {
                         Ok(link) => {
                             self.links.borrow_mut().insert(worker, link);
                         }

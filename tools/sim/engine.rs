@@ -82,6 +82,7 @@ pub fn run(args: Args) -> Result<(), String> {
             std::thread::Builder::new()
                 .name(format!("rank-{rank}"))
                 .spawn(move || -> Result<(), String> {
+                    std::thread::sleep(Duration::from_secs(args.slow_start_s));
                     let sockets = match args.backend {
                         Backend::Vllm => handshake(&ctx, &addr, &args, rank)?,
                         Backend::Tokenspeed => handshake_tokenspeed(&ctx, &addr, &args, rank)?,

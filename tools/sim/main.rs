@@ -43,6 +43,9 @@ pub struct Args {
     /// `--data-parallel-start-rank`).
     #[arg(long = "zmq-engine-index", default_value_t = 0)]
     pub zmq_engine_index: u16,
+    /// Seconds before the first HELLO (an engine still starting up).
+    #[arg(long = "slow-start-s", default_value_t = 0)]
+    pub slow_start_s: u64,
     /// Model load time: before HELLO for TokenSpeed, between INIT and registration for vLLM.
     #[arg(long = "load-ms", default_value_t = 0)]
     pub load_ms: u64,

@@ -72,6 +72,8 @@ pub struct EngineLink {
     close_signal: crate::util::signal::LocalSignal,
     last_output: Cell<Instant>,
     rank_cursor: Cell<usize>,
+    /// Silence with requests in flight after which the engine counts as lost.
+    silence_s: u64,
     scratch: RefCell<Vec<u8>>,
     next_call_id: Cell<u64>,
 }
@@ -85,6 +87,7 @@ impl EngineLink {
         sockets: LinkSockets,
         engines: Arc<[Engine]>,
         ranks: Arc<RankTable>,
+        silence_s: u64,
     ) -> Result<Rc<EngineLink>, String> {
         assert!(!engines.is_empty() && engines.len() == ranks.len());
         let attach = |s| AsyncSocket::attach(s).map_err(|e| format!("cannot watch a worker socket: {e}"));
@@ -102,6 +105,7 @@ impl EngineLink {
             engines,
             // Shards start their rotation at different ranks so that ties spread.
             rank_cursor: Cell::new(client_index as usize),
+            silence_s,
             ranks,
             requests: RefCell::new(HashMap::new()),
             closed: Cell::new(false),
@@ -529,7 +533,7 @@ async fn relay_inbox(link: Rc<EngineLink>, hub: Arc<Hub>) {
 /// Fails the link when requests are outstanding and the engine has said nothing for the
 /// silence limit (a deaf or hung engine never says anything again).
 async fn watch_silence(link: Rc<EngineLink>) {
-    let limit = Duration::from_secs(limits::engine_silence_s_max);
+    let limit = Duration::from_secs(link.silence_s);
     let tick = Duration::from_secs(1);
     loop {
         monoio::select! {
