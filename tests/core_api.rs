@@ -370,3 +370,45 @@ fn completions_echo_with_logprobs_covers_the_prompt() {
     let all: String = events.iter().filter_map(|e| e["choices"][0]["text"].as_str()).collect();
     assert_eq!(all, text);
 }
+
+#[test]
+fn malformed_bodies_are_refused_and_unknown_fields_ignored() {
+    let g = Gateway::with_script(&[("", "ok")]);
+    let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+    let invalid_utf8 = "{\"model\": \"test-model\", \"prompt\": \"\u{FFFD}\"}".replace('\u{FFFD}', "\\udc80");
+    let cases: Vec<(String, &str)> = vec![
+        ("{\"model\": \"test-model\", \"prompt\": ".to_string(), "invalid JSON"),
+        (format!("{{\"model\": \"test-model\", \"prompt\": \"x\", \"deep\": {deep}}}"), "nest"),
+        ("[1, 2, 3]".to_string(), "object"),
+        (invalid_utf8, "surrogate"),
+        ("{\"model\": \"test-model\", \"prompt\": \"x\", \"n\": 100000}".to_string(), "n must be at most"),
+        // Above the context is clamped as vLLM does; below 1 is refused.
+        ("{\"model\": \"test-model\", \"prompt\": \"x\", \"max_tokens\": -1}".to_string(), "max_tokens"),
+    ];
+    for (body, hint) in &cases {
+        let r = g.post("/v1/completions", body);
+        assert_eq!(r.status, 400, "{hint}: {}", r.text());
+        let message = r.json()["error"]["message"].as_str().unwrap().to_lowercase();
+        assert!(message.contains(&hint.to_lowercase()), "{hint}: {message}");
+    }
+    // Raw bytes that are not UTF-8 at all.
+    let mut raw = b"{\"model\": \"test-model\", \"prompt\": \"".to_vec();
+    raw.extend_from_slice(&[0xff, 0xfe]);
+    raw.extend_from_slice(b"\"}");
+    let mut s = g.connect();
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        raw.len()
+    );
+    std::io::Write::write_all(&mut s, head.as_bytes()).unwrap();
+    std::io::Write::write_all(&mut s, &raw).unwrap();
+    let r = common::read_response(&mut std::io::BufReader::new(s)).unwrap();
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(g.adds().is_empty(), "a malformed request reached the engine");
+    // Unknown fields are accepted and ignored.
+    let r = g.post_json(
+        "/v1/completions",
+        &json!({"model": "test-model", "prompt": "x", "max_tokens": 2, "some_future_field": {"a": 1}}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+}
