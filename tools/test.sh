@@ -10,39 +10,50 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
+# Every step has a wall-clock limit far above its normal time, so a hang fails CI with the
+# step's name instead of holding it until CI's own limit.
+limited() {
+  local s=$1
+  shift
+  timeout -k 20 "$s" "$@" || {
+    local rc=$?
+    [ "$rc" = 124 ] && echo "step timed out after ${s} s: $*" >&2
+    return "$rc"
+  }
+}
 
 step "format"
 cargo fmt --all -- --check
 
 step "build (release)"
-cargo build --release
+limited 1800 cargo build --release
 
 step "lints"
-cargo clippy --release --all-targets -- -D warnings
+limited 1200 cargo clippy --release --all-targets -- -D warnings
 
 step "demo model assets"
 MODEL_DIR=$(./target/release/shardgate demo --prepare)
 echo "$MODEL_DIR"
 
 step "unit and integration tests"
-cargo test --release
+limited 1200 cargo test --release
 
 step "OpenAI SDK against the gateway"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/pip install -q -r tests/sdk/requirements.txt -r tests/templates/requirements.txt
-.venv/bin/python tests/sdk/test_openai_sdk.py target/release "$MODEL_DIR"
+limited 600 .venv/bin/python tests/sdk/test_openai_sdk.py target/release "$MODEL_DIR"
 
 step "chat templates of five model families against transformers"
-.venv/bin/python tests/templates/test_templates.py target/release
+limited 600 .venv/bin/python tests/templates/test_templates.py target/release
 
 step "every parser family end to end (OpenAI SDK, stream helper)"
-.venv/bin/python tests/sdk/test_parsers_e2e.py target/release "$MODEL_DIR"
+limited 600 .venv/bin/python tests/sdk/test_parsers_e2e.py target/release "$MODEL_DIR"
 
 if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   step "differential test against a real vLLM engine"
-  python3 tests/real_vllm/differential.py --cases "${SHARDGATE_REAL_VLLM_CASES:-basic}"
+  limited 1800 python3 tests/real_vllm/differential.py --cases "${SHARDGATE_REAL_VLLM_CASES:-basic}"
 fi
 
 step "all tests passed"

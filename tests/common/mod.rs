@@ -7,7 +7,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -78,6 +79,57 @@ pub struct Gateway {
     sim: Option<Child>,
     gateway: Child,
     sim_args: Vec<String>,
+    watchdog: Watchdog,
+}
+
+/// A hung test must fail, not hold CI until its global limit: a gateway still up this long
+/// after its start kills its processes and ends the test binary with the logs.
+const GATEWAY_LIFETIME_MAX: Duration = Duration::from_secs(240);
+
+/// The pids a test's gateway owns, killed by the watchdog thread if the test outlives
+/// `GATEWAY_LIFETIME_MAX`.
+struct Watchdog {
+    done: Arc<AtomicBool>,
+    pids: Arc<Mutex<Vec<u32>>>,
+}
+
+impl Watchdog {
+    fn start(dir: PathBuf, first_pid: u32) -> Watchdog {
+        let done = Arc::new(AtomicBool::new(false));
+        let pids = Arc::new(Mutex::new(vec![first_pid]));
+        let (d, p) = (done.clone(), pids.clone());
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !d.load(Ordering::Acquire) {
+                if start.elapsed() > GATEWAY_LIFETIME_MAX {
+                    eprintln!(
+                        "test harness: the gateway in {} outlived {GATEWAY_LIFETIME_MAX:?}; the test hangs: killing it",
+                        dir.display()
+                    );
+                    for f in ["gateway.log", "sim.log"] {
+                        let text = std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+                        let tail: String = text
+                            .lines()
+                            .rev()
+                            .take(40)
+                            .collect::<Vec<_>>()
+                            .into_iter()
+                            .rev()
+                            .collect::<Vec<_>>()
+                            .join("\n");
+                        eprintln!("--- last lines of {f} ---\n{tail}");
+                    }
+                    for pid in p.lock().unwrap().iter() {
+                        // SAFETY: kill(2) on a child this harness spawned.
+                        unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+                    }
+                    std::process::exit(101);
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        Watchdog { done, pids }
+    }
 }
 
 pub struct Options {
@@ -167,7 +219,8 @@ impl Gateway {
             .stderr(log_file(&dir, "gateway.log"))
             .spawn()
             .unwrap();
-        let mut g = Gateway { port, metrics_port, dir, worker_url, record, sim: None, gateway, sim_args };
+        let watchdog = Watchdog::start(dir.clone(), gateway.id());
+        let mut g = Gateway { port, metrics_port, dir, worker_url, record, sim: None, gateway, sim_args, watchdog };
         g.start_sim();
         if opts.wait_ready {
             g.wait_ready(Duration::from_secs(30));
@@ -182,6 +235,7 @@ impl Gateway {
             .stderr(log_file(&self.dir, "sim.log"))
             .spawn()
             .unwrap();
+        self.watchdog.pids.lock().unwrap().push(child.id());
         self.sim = Some(child);
     }
 
@@ -347,6 +401,7 @@ impl Drop for ChildGuard {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
+        self.watchdog.done.store(true, Ordering::Release);
         self.kill_sim();
         let _ = self.gateway.kill();
         let _ = self.gateway.wait();

@@ -394,13 +394,18 @@ impl EngineLink {
     }
 
     /// Applies one output message. Err: it could not be decoded.
-    fn on_output(&self, frames: &[zmq::Message]) -> Result<(), String> {
+    /// Delivers one output message. True when it shows requests progressing (outputs, finishes or
+    /// a scheduler report): a reply to our own liveness ping proves the process is up, not that
+    /// it still serves, so it must not hold off the silence watchdog.
+    fn on_output(&self, frames: &[zmq::Message]) -> Result<bool, String> {
+        let progress;
         match self.backend {
             Backend::Vllm => {
                 let aux: Vec<&[u8]> = frames[1..].iter().map(|m| &m[..]).collect();
                 let batch = vllm::output::decode_batch(&frames[0], &aux).map_err(|e| e.to_string())?;
                 // Before the batch's finishes, so a last finish resets this report, not the
                 // reverse.
+                progress = !batch.outputs.is_empty() || !batch.finished_requests.is_empty() || batch.load.is_some();
                 if let Some(load) = &batch.load {
                     self.report_load(batch.engine_index, load.running, load.waiting, load.kv_cache_usage);
                 }
@@ -410,6 +415,7 @@ impl EngineLink {
             }
             Backend::Tokenspeed => {
                 let batch = tokenspeed::output::decode_batch(&frames[0]).map_err(|e| e.to_string())?;
+                progress = true;
                 if let Some(load) = &batch.load {
                     self.report_load(batch.engine_index, load.running, load.waiting, load.kv_cache_usage());
                 }
@@ -418,7 +424,7 @@ impl EngineLink {
                 }
             }
         }
-        Ok(())
+        Ok(progress)
     }
 }
 
@@ -464,14 +470,18 @@ async fn read_outputs(link: Rc<EngineLink>, output: AsyncSocket) {
             link.fail(&format!("output socket failed: {e}"));
             return;
         }
-        link.last_output.set(Instant::now());
         if frames.len() == 1 && &frames[0][..] == vllm::ENGINE_CORE_DEAD {
             tracing::error!("engine of worker {} sent ENGINE_CORE_DEAD", link.worker.url());
             link.fail("the engine reported a fatal error (ENGINE_CORE_DEAD)");
             return;
         }
         match link.on_output(&frames) {
-            Ok(()) => decode_failures = 0,
+            Ok(progress) => {
+                decode_failures = 0;
+                if progress {
+                    link.last_output.set(Instant::now());
+                }
+            }
             Err(e) => {
                 decode_failures += 1;
                 tracing::warn!(
