@@ -138,3 +138,21 @@ fn a_slow_starting_engine_is_waited_for() {
     let r = g.post_json("/v1/completions", &json!({"model": "test-model", "prompt": "x", "max_tokens": 2}));
     assert_eq!(r.status, 200);
 }
+
+#[test]
+fn frames_a_lost_engine_queued_do_not_fail_the_next_one() {
+    // The garbage engine outlives its connection: libzmq reconnects it to the sockets the
+    // gateway binds for the next attempt, and its frames queue there until a clean engine
+    // registers. They must not count against the clean engine.
+    let mut g =
+        Gateway::start_with(Options { sim_args: vec!["--fault".into(), "garbage@1".into()], ..Default::default() });
+    let r = g.post_json("/v1/completions", &json!({"model": "test-model", "prompt": "x", "max_tokens": 3}));
+    assert!(r.status >= 500, "{} {}", r.status, r.text());
+    g.wait_status("/readiness", 503, Duration::from_secs(15));
+    std::thread::sleep(Duration::from_secs(4));
+    g.kill_sim();
+    g.start_sim();
+    g.wait_ready(Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(g.get("/readiness").status, 200, "the clean engine's worker was dropped:\n{}", g.logs());
+}

@@ -42,11 +42,16 @@ impl ChunkedDecoder {
             match self.state {
                 State::Size => {
                     let Some(eol) = find_crlf(&input[pos..]) else {
-                        if input.len() - pos > SIZE_LINE_MAX {
+                        // + 1: the line's CR may already be here without its LF.
+                        if input.len() - pos > SIZE_LINE_MAX + 1 {
                             return Err(ApiError::bad_request("malformed chunked body: size line too long"));
                         }
                         return Ok(pos);
                     };
+                    // The same limit whether the line arrived whole or in pieces.
+                    if eol > SIZE_LINE_MAX {
+                        return Err(ApiError::bad_request("malformed chunked body: size line too long"));
+                    }
                     let line = &input[pos..pos + eol];
                     let hex = line.split(|&b| b == b';').next().unwrap_or(&[]);
                     let hex = std::str::from_utf8(hex).unwrap_or("").trim();
@@ -84,11 +89,15 @@ impl ChunkedDecoder {
                 }
                 State::Trailer => {
                     let Some(eol) = find_crlf(&input[pos..]) else {
-                        if input.len() - pos > SIZE_LINE_MAX {
+                        // + 1: the line's CR may already be here without its LF.
+                        if input.len() - pos > SIZE_LINE_MAX + 1 {
                             return Err(ApiError::bad_request("malformed chunked body: trailer too long"));
                         }
                         return Ok(pos);
                     };
+                    if eol > SIZE_LINE_MAX {
+                        return Err(ApiError::bad_request("malformed chunked body: trailer too long"));
+                    }
                     pos += eol + 2;
                     if eol == 0 {
                         self.state = State::Done;
@@ -144,5 +153,18 @@ mod tests {
         assert_eq!(d.feed(b"zz\r\n").unwrap_err().status, 400);
         let mut d = ChunkedDecoder::new(100);
         assert_eq!(d.feed(b"2\r\nabXX").unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn line_limits_do_not_depend_on_how_bytes_arrive() {
+        let long_ext = format!("3;{}\r\nabc\r\n0\r\n\r\n", "e".repeat(SIZE_LINE_MAX));
+        let long_trailer = format!("3\r\nabc\r\n0\r\nX-T: {}\r\n\r\n", "t".repeat(SIZE_LINE_MAX));
+        let exact = format!("3;{}\r\nabc\r\n0\r\n\r\n", "e".repeat(SIZE_LINE_MAX - 2));
+        for piece in [1, 7, SIZE_LINE_MAX, SIZE_LINE_MAX + 1, SIZE_LINE_MAX + 2, 1 << 20] {
+            for raw in [&long_ext, &long_trailer] {
+                assert_eq!(decode_in_pieces(raw.as_bytes(), piece).unwrap_err().status, 400, "piece {piece}");
+            }
+            assert_eq!(decode_in_pieces(exact.as_bytes(), piece).unwrap().0, b"abc", "piece {piece}");
+        }
     }
 }

@@ -19,7 +19,8 @@ pub struct ParseSpec {
     pub tools: Vec<ToolSpec>,
     /// Thinking is on for this request: the reasoning parser starts in reasoning.
     pub force_reasoning_start: bool,
-    /// `separate_reasoning: false` keeps reasoning text in `content`.
+    /// `separate_reasoning: false` keeps reasoning text in `content`: no reasoning parser runs,
+    /// so the text stays whole and in order (markers included), as SGLang and SMG answer.
     pub separate_reasoning: bool,
     /// For tool-call ids (Kimi formats count calls across the conversation).
     pub model_name: String,
@@ -82,7 +83,6 @@ pub struct Parsed {
 pub struct OutputParser {
     reasoning: Option<Box<dyn ReasoningParser>>,
     tool: Option<Box<dyn ToolParser>>,
-    separate_reasoning: bool,
     model_name: String,
     first_call_number: usize,
     /// A named function was forced: its call ends the turn with `stop`, as vLLM answers.
@@ -92,7 +92,7 @@ pub struct OutputParser {
 
 impl OutputParser {
     pub fn new(spec: &ParseSpec) -> Result<Self, ApiError> {
-        let reasoning = match spec.reasoning_parser {
+        let reasoning = match spec.reasoning_parser.filter(|_| spec.separate_reasoning) {
             Some(name) => Some(
                 create_reasoning_parser(name, spec.force_reasoning_start)
                     .map_err(|e| ApiError::internal(e.to_string()))?,
@@ -110,7 +110,6 @@ impl OutputParser {
         Ok(OutputParser {
             reasoning,
             tool,
-            separate_reasoning: spec.separate_reasoning,
             model_name: spec.model_name.clone(),
             first_call_number: spec.prior_tool_calls,
             named_call: matches!(spec.forced, Some(ForcedTool::Named(_))),
@@ -151,12 +150,7 @@ impl OutputParser {
     }
 
     fn after_reasoning(&mut self, reasoning: String, content: String, last: bool) -> ParsedDelta {
-        let mut out = ParsedDelta::default();
-        if self.separate_reasoning {
-            out.reasoning = reasoning;
-        } else {
-            out.content.push_str(&reasoning);
-        }
+        let mut out = ParsedDelta { reasoning, ..Default::default() };
         match &mut self.tool {
             Some(t) => {
                 let mut d = t.push(&content);
@@ -191,5 +185,50 @@ impl OutputParser {
             call.arguments.push_str(&arguments);
         }
         CallDelta { index, id, name, arguments }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(separate_reasoning: bool) -> ParseSpec {
+        ParseSpec {
+            reasoning_parser: Some("qwen3"),
+            tool_parser: Some("qwen"),
+            tools: vec![ToolSpec { name: "f".into(), parameters: None }],
+            force_reasoning_start: false,
+            separate_reasoning,
+            model_name: "qwen3".into(),
+            prior_tool_calls: 0,
+            forced: None,
+        }
+    }
+
+    /// Streamed at every split point: the same result as one piece, pieces in order.
+    #[test]
+    fn reasoning_kept_in_content_stays_whole_and_in_order() {
+        let text = "Hi <think>plan</think>ok <tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+        for (separate, content, reasoning) in [(false, "Hi <think>plan</think>ok ", ""), (true, "Hi ok ", "plan")] {
+            for split in 0..=text.len() {
+                if !text.is_char_boundary(split) {
+                    continue;
+                }
+                let mut p = OutputParser::new(&spec(separate)).unwrap();
+                let mut streamed = ParsedDelta::default();
+                for piece in [&text[..split], &text[split..]] {
+                    let d = p.push(piece);
+                    streamed.content.push_str(&d.content);
+                    streamed.reasoning.push_str(&d.reasoning);
+                }
+                let d = p.finish();
+                streamed.content.push_str(&d.content);
+                streamed.reasoning.push_str(&d.reasoning);
+                assert_eq!(streamed.content, content, "separate {separate}, split {split}");
+                assert_eq!(streamed.reasoning, reasoning, "separate {separate}, split {split}");
+                assert_eq!(p.parsed.content, content);
+                assert_eq!(p.parsed.calls.len(), 1, "separate {separate}, split {split}");
+            }
+        }
     }
 }

@@ -114,6 +114,13 @@ async fn serve_connection(
     };
     let ranks = Arc::new(RankTable::new(rank_count));
     worker.set_ranks(ranks.clone());
+    let stale = discard_queued_outputs(&connected.pairs);
+    if stale > 0 {
+        tracing::warn!(
+            "ZMQ worker {}: discarded {stale} output messages queued before the handshake (a previous engine's)",
+            worker.url()
+        );
+    }
     let done = Arc::new(AtomicUsize::new(shared.shards));
     for (k, sockets) in link_sockets(worker, shared.shards, connected.pairs).into_iter().enumerate() {
         shared.mailboxes[k].post(ShardMsg::Attach {
@@ -153,6 +160,20 @@ async fn serve_connection(
     }
     wait_for_shards(&done).await;
     ended
+}
+
+/// Each connection binds fresh sockets on the same paths, and an engine that outlived its lost
+/// connection (a garbage or stalled one, before its own supervisor kills it) reconnects to them
+/// on its own (libzmq retries) and queues frames there. A fresh engine sends nothing before its first request, so whatever is
+/// queued now is the old engine's and would fail the new link.
+fn discard_queued_outputs(pairs: &[(zmq::Socket, zmq::Socket)]) -> usize {
+    let mut discarded = 0;
+    for (_, output) in pairs {
+        while output.recv_multipart(zmq::DONTWAIT).is_ok() {
+            discarded += 1;
+        }
+    }
+    discarded
 }
 
 /// What each shard gets: its own pair (vLLM), or, for an engine with one pair, the pair for an

@@ -55,13 +55,13 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: std::time::Instant) -> Resu
     let link = ctx.pick_link(&ids).ok_or_else(|| ApiError::unavailable("no healthy worker is available"))?;
     params::check_prompt_len(ids.len(), link.max_model_len(), "messages")?;
     let response_id = crate::util::ids::response_id("chatcmpl");
-    let format = ChatFormat {
-        id: response_id.clone(),
-        created: crate::util::time::unix_time_s(),
-        model: model.served_name.clone(),
-        usage_field: params.include_usage,
-        logprobs: params.output.logprobs.map(|k| k as usize),
-    };
+    let format = ChatFormat::new(
+        response_id.clone(),
+        crate::util::time::unix_time_s(),
+        model.served_name.clone(),
+        params.include_usage,
+        params.output.logprobs.map(|k| k as usize),
+    );
     let g = Generation {
         ctx: ctx.clone(),
         endpoint: crate::metrics::Endpoint::Chat,
@@ -183,6 +183,13 @@ pub struct ChatFormat {
     usage_field: bool,
     /// `top_logprobs` when logprobs were asked for.
     logprobs: Option<usize>,
+}
+
+impl ChatFormat {
+    /// `usage_field`: every chunk carries `"usage"`; `logprobs`: the top logprobs asked for.
+    pub fn new(id: String, created: u64, model: String, usage_field: bool, logprobs: Option<usize>) -> Self {
+        ChatFormat { id, created, model, usage_field, logprobs }
+    }
 }
 
 /// A non-streamed assistant message: content (null when only tool calls came back),

@@ -293,7 +293,16 @@ fn decode_logprobs<'a>(r: &mut Reader<'a>, aux: &[&'a [u8]]) -> DecodeResult<Log
     for _ in 3..n {
         r.skip()?;
     }
-    if ids.shape.len() != 2 || lps.shape != ids.shape || ranks.shape.first() != ids.shape.first() {
+    // The element readers below index by these shapes and dtypes: both are checked here so a
+    // malformed frame is an error, never an out-of-range read.
+    let is_int = |a: &NdArray<'_>| matches!(a.dtype, "<i4" | "int32" | "<i8" | "int64");
+    if !is_int(&ids) || !is_int(&ranks) || is_int(&lps) {
+        return Err(DecodeError(format!(
+            "logprobs dtypes: ids {}, logprobs {}, ranks {}",
+            ids.dtype, lps.dtype, ranks.dtype
+        )));
+    }
+    if ids.shape.len() != 2 || lps.shape != ids.shape || ranks.shape.len() != 1 || ranks.shape[0] != ids.shape[0] {
         return Err(DecodeError(format!(
             "logprobs shapes disagree: ids {:?}, logprobs {:?}, ranks {:?}",
             ids.shape, lps.shape, ranks.shape
@@ -379,6 +388,20 @@ mod tests {
         assert_eq!(l.rows[0].logprob, lp);
         assert_eq!(l.rows[0].rank, 1);
         assert_eq!(l.rows[0].top, vec![(308, lp)]);
+    }
+
+    #[test]
+    fn logprob_arrays_of_the_wrong_dtype_or_shape_are_errors() {
+        let ids_i4 = "93a33c6934920102d7033401000034010000";
+        let ids_f4 = "93a33c6634920102d7033401000034010000";
+        let lps = "93a33c6634920102d7037a01b4c07a01b4c0";
+        let ranks = "93a33c69389101d7030100000000000000";
+        // Ranks [1, 0]: no elements, but one row claimed.
+        let ranks_2d = "93a33c6938920100c400";
+        for (what, ids, ranks) in [("float ids", ids_f4, ranks), ("2-d ranks", ids_i4, ranks_2d)] {
+            let lp = hex(&format!("94{ids}{lps}{ranks}c0"));
+            assert!(decode_logprobs(&mut Reader::new(&lp), &[]).is_err(), "{what}");
+        }
     }
 
     #[test]
