@@ -25,6 +25,9 @@ pub enum Command {
     /// Render chat prompts as the gateway would: chat request bodies (JSON Lines) on stdin,
     /// one `{"prompt": ...}` or `{"error": ...}` line each on stdout.
     Template(TemplateArgs),
+    /// Load generator for any OpenAI-compatible endpoint: TTFT, TPOT, ITL, throughput, goodput
+    /// (`bench compare A.json B.json`, `bench sink` for measuring load generators).
+    Bench(Box<crate::bench::BenchCommand>),
 }
 
 #[derive(Args, Debug, Clone)]

@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod assets;
+pub mod bench;
 pub mod config;
 pub mod demo;
 pub mod engine;

@@ -30,6 +30,10 @@ fn main() {
             init_logging("warn");
             shardgate::inspect::render_templates(&args)
         }
+        Command::Bench(cmd) => {
+            init_logging("warn");
+            shardgate::bench::dispatch(&cmd)
+        }
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -1,0 +1,412 @@
+//! Thread-per-core load: one OS thread per client CPU, each running its own monoio runtime
+//! with its own connection pool; request i belongs to core i mod cores, so cores share
+//! nothing but the read-only request bytes and the progress counters.
+//!
+//! Open loop: a pacer per core (`pacer`, a timerfd) sends against the precomputed schedule,
+//! never waiting for responses. With --max-concurrency too, a request whose time has come but
+//! finds no free slot waits in a FIFO queue and the wait is recorded (scheduled vs actual
+//! send). Closed loop (no rate): `cap` workers per core, each sending its next request as soon
+//! as its previous one ends. The cap is split evenly across cores.
+//!
+//! Warm-up requests and connection setup happen before the shared origin; every thread then
+//! starts from the same origin instant.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::{Arc, Barrier, OnceLock};
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use super::client::{execute, Clock, Pool};
+use super::pacer::Pacer;
+use super::progress::Progress;
+use super::record::RequestRecord;
+
+/// Lets every thread get from the start barrier to its first deadline.
+const START_DELAY: Duration = Duration::from_millis(20);
+/// Connections opened ahead of a run with a cap, per core, at most.
+const PREOPEN_CONNECTIONS_MAX: usize = 1024;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Arrival {
+    pub index: u32,
+    pub prompt_index: u32,
+    /// Offset from the origin; None when unpaced (ready at the origin).
+    pub scheduled_ns: Option<u64>,
+}
+
+pub struct RunSpec {
+    pub cpus: Vec<Option<usize>>,
+    /// The HTTP bytes of each prompt's request.
+    pub requests: Arc<Vec<Vec<u8>>>,
+    /// Open-loop send offsets in request order; None: unpaced.
+    pub schedule: Option<Vec<u64>>,
+    /// Unpaced runs: the request count, or None to run until `duration`.
+    pub request_count: Option<usize>,
+    pub duration: Option<Duration>,
+    pub concurrency_max: Option<usize>,
+    pub warmup_count: usize,
+    pub addr: SocketAddr,
+    pub reuse_connections: bool,
+    pub request_timeout: Duration,
+    pub progress: Arc<Progress>,
+    pub show_progress: bool,
+}
+
+pub struct RunOutput {
+    pub records: Vec<RequestRecord>,
+    pub origin_unix_s: f64,
+    pub warmup_failed: usize,
+    /// User + system CPU seconds of this process during the run.
+    pub client_cpu_s: f64,
+}
+
+/// What one core runs.
+struct CorePlan {
+    index: u16,
+    cpu: Option<usize>,
+    feed: Feed,
+    paced: bool,
+    concurrency_max: Option<usize>,
+    warmups: Vec<u32>,
+}
+
+enum Feed {
+    List(std::vec::IntoIter<Arrival>),
+    /// Unpaced until a deadline: indices core, core + step, ...
+    Endless {
+        next_index: u64,
+        step: u64,
+        prompt_count: usize,
+        run_for: Duration,
+        deadline: Option<Instant>,
+    },
+}
+
+impl Feed {
+    fn next(&mut self, now: Instant) -> Option<Arrival> {
+        match self {
+            Feed::List(list) => list.next(),
+            Feed::Endless { next_index, step, prompt_count, run_for, deadline } => {
+                if now >= *deadline.get_or_insert(now + *run_for) {
+                    return None;
+                }
+                let index = u32::try_from(*next_index).ok()?;
+                *next_index += *step;
+                let prompt_index = u32::try_from(index as usize % (*prompt_count).max(1)).unwrap_or(0);
+                Some(Arrival { index, prompt_index, scheduled_ns: None })
+            }
+        }
+    }
+}
+
+struct StartSync {
+    ready: Barrier,
+    start: Barrier,
+    origin: OnceLock<Instant>,
+}
+
+pub fn run(spec: RunSpec) -> Result<RunOutput, String> {
+    let plans = plan_cores(&spec)?;
+    raise_open_files_limit();
+    let sync = Arc::new(StartSync {
+        ready: Barrier::new(plans.len() + 1),
+        start: Barrier::new(plans.len() + 1),
+        origin: OnceLock::new(),
+    });
+    let mut handles = Vec::with_capacity(plans.len());
+    for plan in plans {
+        let shared = Shared {
+            requests: spec.requests.clone(),
+            addr: spec.addr,
+            reuse: spec.reuse_connections,
+            timeout: spec.request_timeout,
+            progress: spec.progress.clone(),
+        };
+        let sync = sync.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("bench-{}", plan.index))
+            .spawn(move || core_thread(plan, shared, sync))
+            .map_err(|e| format!("cannot start a client thread: {e}"))?;
+        handles.push(handle);
+    }
+    sync.ready.wait();
+    spec.progress.reset();
+    let cpu_before = cpu_time_s();
+    let origin = Instant::now() + START_DELAY;
+    let origin_unix_s = super::report::unix_time_s() + START_DELAY.as_secs_f64();
+    let _ = sync.origin.set(origin);
+    sync.start.wait();
+    spec.progress.watch(origin, spec.show_progress, || handles.iter().all(|h| h.is_finished()));
+    let mut records = Vec::new();
+    let mut warmup_failed = 0;
+    for h in handles {
+        let out = h.join().map_err(|_| "a client thread panicked".to_string())??;
+        records.extend(out.records);
+        warmup_failed += out.warmup_failed;
+    }
+    records.sort_by_key(|r| r.index);
+    Ok(RunOutput { records, origin_unix_s, warmup_failed, client_cpu_s: cpu_time_s() - cpu_before })
+}
+
+fn plan_cores(spec: &RunSpec) -> Result<Vec<CorePlan>, String> {
+    let cores = spec.cpus.len();
+    if let Some(cap) = spec.concurrency_max.filter(|&c| c < cores) {
+        return Err(format!("--max-concurrency {cap} is below the {cores} client cores: use fewer --client-cores"));
+    }
+    if spec.schedule.is_none() && spec.request_count.is_none() && spec.concurrency_max.is_none() {
+        return Err("--duration without --request-rate needs --max-concurrency (a closed loop)".into());
+    }
+    let prompt_count = spec.requests.len();
+    let total = spec.schedule.as_ref().map(Vec::len).or(spec.request_count);
+    let mut plans = Vec::with_capacity(cores);
+    for (c, &cpu) in spec.cpus.iter().enumerate() {
+        let share = |n: usize| n / cores + usize::from(c < n % cores);
+        let feed = match total {
+            Some(n) => Feed::List(
+                (c..n)
+                    .step_by(cores)
+                    .map(|i| Arrival {
+                        index: u32::try_from(i).unwrap_or(u32::MAX),
+                        prompt_index: u32::try_from(i % prompt_count).unwrap_or(0),
+                        scheduled_ns: spec.schedule.as_ref().map(|s| s[i]),
+                    })
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+            ),
+            None => Feed::Endless {
+                next_index: c as u64,
+                step: cores as u64,
+                prompt_count,
+                run_for: spec.duration.unwrap_or_default(),
+                deadline: None,
+            },
+        };
+        let warmups = (0..share(spec.warmup_count)).map(|i| u32::try_from((i * cores + c) % prompt_count).unwrap_or(0));
+        plans.push(CorePlan {
+            index: u16::try_from(c).unwrap_or(u16::MAX),
+            cpu,
+            feed,
+            paced: spec.schedule.is_some(),
+            concurrency_max: spec.concurrency_max.map(share),
+            warmups: warmups.collect(),
+        });
+    }
+    Ok(plans)
+}
+
+/// What every core reads and nothing writes (but the progress counters).
+struct Shared {
+    requests: Arc<Vec<Vec<u8>>>,
+    addr: SocketAddr,
+    reuse: bool,
+    timeout: Duration,
+    progress: Arc<Progress>,
+}
+
+struct CoreOutput {
+    records: Vec<RequestRecord>,
+    warmup_failed: usize,
+}
+
+fn core_thread(plan: CorePlan, shared: Shared, sync: Arc<StartSync>) -> Result<CoreOutput, String> {
+    if let Some(cpu) = plan.cpu {
+        pin_to_cpu(cpu);
+    }
+    // epoll, not io_uring: io_uring queues a write until the runtime has run every ready task,
+    // so under load a request would leave after its send timestamp, inflating its TTFT by
+    // the client's own work. epoll writes when the request is sent, as a peer client does.
+    let mut rt = match monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            sync.ready.wait();
+            sync.start.wait();
+            return Err(format!("client core {}: cannot build a runtime: {e}", plan.index));
+        }
+    };
+    rt.block_on(core_main(plan, shared, sync))
+}
+
+/// One core's request executor and its results.
+struct Core {
+    index: u16,
+    clock: Cell<Clock>,
+    pool: Pool,
+    shared: Shared,
+    records: RefCell<Vec<RequestRecord>>,
+}
+
+impl Core {
+    async fn send(&self, a: Arrival) {
+        let clock = self.clock.get();
+        let mut rec = RequestRecord {
+            index: a.index,
+            prompt_index: a.prompt_index,
+            core_index: self.index,
+            // Unpaced: every request is ready at the origin (vLLM's client queue time).
+            scheduled_ns: a.scheduled_ns.unwrap_or(0),
+            ..RequestRecord::default()
+        };
+        let request = &self.shared.requests[a.prompt_index as usize];
+        self.shared.progress.on_send();
+        execute(&self.pool, &clock, request, &mut rec, self.shared.timeout).await;
+        self.shared.progress.on_done(&rec);
+        self.records.borrow_mut().push(rec);
+    }
+}
+
+async fn core_main(mut plan: CorePlan, shared: Shared, sync: Arc<StartSync>) -> Result<CoreOutput, String> {
+    let pool = Pool::new(shared.addr, shared.reuse);
+    let preopen = plan.concurrency_max.unwrap_or(0).min(PREOPEN_CONNECTIONS_MAX);
+    let filled = pool.fill(preopen).await;
+    let core = Rc::new(Core {
+        index: plan.index,
+        clock: Cell::new(Clock { origin: Instant::now() }),
+        pool,
+        shared,
+        records: RefCell::new(Vec::new()),
+    });
+    let warmups = plan.warmups.iter().enumerate().map(|(i, &p)| Arrival {
+        index: u32::try_from(i).unwrap_or(0),
+        prompt_index: p,
+        scheduled_ns: None,
+    });
+    let warmup_feed = Rc::new(RefCell::new(Feed::List(warmups.collect::<Vec<_>>().into_iter())));
+    closed_loop(&core, warmup_feed, plan.concurrency_max.unwrap_or(plan.warmups.len())).await;
+    let warmup_failed = core.records.borrow_mut().drain(..).filter(|r| !r.succeeded()).count();
+    sync.ready.wait();
+    sync.start.wait();
+    filled?;
+    let origin = *sync.origin.get().ok_or("the run origin was not set")?;
+    core.clock.set(Clock { origin });
+    let pacer = Pacer::new().map_err(|e| format!("client core {}: cannot create a timerfd: {e}", plan.index))?;
+    pacer.wait_until(origin).await;
+    let feed = std::mem::replace(&mut plan.feed, Feed::List(Vec::new().into_iter()));
+    if plan.paced {
+        let Feed::List(arrivals) = feed else { return Err("a paced run needs its schedule".into()) };
+        open_loop(&core, &pacer, arrivals, plan.concurrency_max).await;
+    } else {
+        let workers = plan.concurrency_max.unwrap_or(usize::MAX);
+        closed_loop(&core, Rc::new(RefCell::new(feed)), workers).await;
+    }
+    let records = std::mem::take(&mut *core.records.borrow_mut());
+    Ok(CoreOutput { records, warmup_failed })
+}
+
+/// `workers` tasks, each sending the feed's next request when its previous one ends.
+async fn closed_loop(core: &Rc<Core>, feed: Rc<RefCell<Feed>>, workers: usize) {
+    let in_flight: Rc<InFlight> = Rc::default();
+    while in_flight.count.get() < workers {
+        let Some(first) = feed.borrow_mut().next(Instant::now()) else { break };
+        in_flight.enter();
+        let (core, feed, in_flight) = (core.clone(), feed.clone(), in_flight.clone());
+        monoio::spawn(async move {
+            let mut next = Some(first);
+            while let Some(a) = next {
+                core.send(a).await;
+                next = feed.borrow_mut().next(Instant::now());
+            }
+            in_flight.leave();
+        });
+    }
+    in_flight.drained().await;
+}
+
+/// Sends each arrival at its scheduled time; past the cap, arrivals queue for a free slot.
+async fn open_loop(core: &Rc<Core>, pacer: &Pacer, arrivals: std::vec::IntoIter<Arrival>, cap: Option<usize>) {
+    let queue: Rc<RefCell<VecDeque<Arrival>>> = Rc::default();
+    let in_flight: Rc<InFlight> = Rc::default();
+    let clock = core.clock.get();
+    for a in arrivals {
+        pacer.wait_until(clock.at(a.scheduled_ns.unwrap_or(0))).await;
+        if cap.is_some_and(|c| in_flight.count.get() >= c) {
+            queue.borrow_mut().push_back(a);
+            continue;
+        }
+        in_flight.enter();
+        let (core, queue, in_flight) = (core.clone(), queue.clone(), in_flight.clone());
+        monoio::spawn(async move {
+            let mut next = Some(a);
+            while let Some(a) = next {
+                core.send(a).await;
+                next = queue.borrow_mut().pop_front();
+            }
+            in_flight.leave();
+        });
+    }
+    in_flight.drained().await;
+}
+
+/// A core's running request tasks. Not a list of join handles: awaiting 100k finished handles
+/// in a row keeps the runtime from running the last requests while it does.
+#[derive(Default)]
+struct InFlight {
+    count: Cell<usize>,
+    waiter: Cell<Option<Waker>>,
+}
+
+impl InFlight {
+    fn enter(&self) {
+        self.count.set(self.count.get() + 1);
+    }
+
+    fn leave(&self) {
+        self.count.set(self.count.get() - 1);
+        if self.count.get() == 0 {
+            if let Some(w) = self.waiter.take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// Resolves when no task runs.
+    async fn drained(&self) {
+        std::future::poll_fn(|cx| {
+            if self.count.get() == 0 {
+                return Poll::Ready(());
+            }
+            self.waiter.set(Some(cx.waker().clone()));
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+pub(super) fn pin_to_cpu(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; sched_setaffinity only reads it.
+    let failed = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+    };
+    if failed {
+        eprintln!("warning: cannot pin a client thread to cpu {cpu}: {}", std::io::Error::last_os_error());
+    }
+}
+
+/// User + system CPU time of the whole process.
+fn cpu_time_s() -> f64 {
+    // SAFETY: getrusage fills the zeroed struct.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Thousands of concurrent streams need thousands of descriptors: lift the soft limit to the
+/// hard one.
+fn raise_open_files_limit() {
+    // SAFETY: getrlimit/setrlimit read and write a plain struct we own.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
