@@ -63,14 +63,6 @@ struct ParseChoice {
     model: u8,
 }
 
-/// `SHARDGATE_FUZZ_SKIP_KNOWN=1` steers around bugs already reported (and kept in
-/// `regressions/text_pipeline/`), so a long run can look for new ones before those are fixed:
-/// `separate_reasoning: false` reorders text within one delta (`OutputParser::after_reasoning`).
-fn skip_known_bugs() -> bool {
-    static SKIP: OnceLock<bool> = OnceLock::new();
-    *SKIP.get_or_init(|| std::env::var_os("SHARDGATE_FUZZ_SKIP_KNOWN").is_some_and(|v| v == "1"))
-}
-
 /// Tools a request may declare: a flat schema, a nested one, none at all.
 fn tool_specs() -> &'static [ToolSpec] {
     static SPECS: OnceLock<Vec<ToolSpec>> = OnceLock::new();
@@ -112,7 +104,7 @@ impl ParseChoice {
             tool_parser: self.tool.map(|i| tool_names[i as usize % tool_names.len()]),
             tools: self.tools.iter().take(3).map(|&i| specs[i as usize % specs.len()].clone()).collect(),
             force_reasoning_start: self.force_reasoning_start,
-            separate_reasoning: self.separate_reasoning || skip_known_bugs(),
+            separate_reasoning: self.separate_reasoning,
             model_name: ["qwen3-demo", "moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K3"][self.model as usize % 3]
                 .into(),
             prior_tool_calls: self.prior_tool_calls as usize % 4,
