@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::limits;
 use crate::shard::{self, Shared};
 use crate::text::model::{ModelAssets, ModelSource};
 
@@ -50,8 +51,20 @@ pub fn run(config: Config) -> Result<(), String> {
 /// The shards share their port with SO_REUSEPORT, which would let a second gateway (or our own
 /// metrics listener) on the same port silently take part of the traffic. A plain bind fails on
 /// any port already held, reuse or not, so try one first.
+///
+/// A gateway that just exited can still hold its port for a moment: its io_uring's pending
+/// accepts keep the listener open until the kernel tears the ring down, after the process is
+/// gone. So a busy port is retried for a short while before it is refused (a restart right
+/// after a stop must work; a port held by a live server stays refused).
 fn ensure_port_free(host: &str, port: u16, flag: &str) -> Result<(), String> {
-    std::net::TcpListener::bind((host, port))
-        .map(drop)
-        .map_err(|e| format!("cannot listen on {host}:{port} ({flag}): {e}"))
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(limits::port_busy_wait_ms_max);
+    loop {
+        match std::net::TcpListener::bind((host, port)) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => return Err(format!("cannot listen on {host}:{port} ({flag}): {e}")),
+        }
+    }
 }

@@ -5,6 +5,10 @@
 //! Names carry their unit last (`_s`, `_ms`, `_bytes`) and their qualifier after it
 //! (`_max`, `_min`), so related limits line up. Nothing else in the crate hard-codes a limit.
 
+/// How long a busy `--port`/`--metrics-port` is retried at startup before it is refused (a
+/// just-exited gateway's listener lingers while its io_uring is torn down).
+pub const port_busy_wait_ms_max: u64 = 3_000;
+
 /// HTTP: a request head (request line + headers) larger than this is answered 431.
 pub const http_header_bytes_max: usize = 64 * 1024;
 /// HTTP: header lines per request.

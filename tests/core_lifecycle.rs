@@ -168,3 +168,40 @@ fn a_port_already_in_use_is_refused_not_shared() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("cannot listen on 127.0.0.1:{port} (--port)")), "{err}");
 }
+
+#[test]
+fn a_restart_on_the_same_port_right_after_a_stop_works() {
+    // A stopped gateway's io_uring keeps its listener open for a moment after the process is
+    // gone; the next gateway must wait that out, not refuse the port.
+    for signal in [libc::SIGTERM, libc::SIGKILL] {
+        let mut g = Gateway::start_with(Options { shards: 1, ..Default::default() });
+        // Open keep-alive connections at the stop, as a load generator leaves them.
+        let body = json!({"model": "test-model", "prompt": "x", "max_tokens": 2}).to_string();
+        let open: Vec<_> = (0..64)
+            .map(|_| {
+                let mut s = g.connect();
+                s.write_all(&common::raw_request("POST", "/v1/completions", Some(&body), &[], false)).unwrap();
+                s
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        g.signal_gateway(signal);
+        assert!(g.wait_gateway_exit(Duration::from_secs(20)).is_some(), "the gateway did not exit");
+        let mut next = std::process::Command::new(env!("CARGO_BIN_EXE_shardgate"))
+            .args(["launch", "--worker-urls", &g.worker_url, "--host", "127.0.0.1", "--port", &g.port.to_string()])
+            .args(["--metrics-port", &common::free_port().to_string(), "--model-path"])
+            .arg(common::model_dir())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let live = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(50));
+            g.try_request("GET", "/liveness", None, &[]).is_ok_and(|r| r.status == 200)
+        });
+        let exited = next.try_wait().unwrap();
+        let _ = next.kill();
+        let out = next.wait_with_output().unwrap();
+        assert!(live && exited.is_none(), "signal {signal}: {}", String::from_utf8_lossy(&out.stderr));
+        drop(open);
+    }
+}

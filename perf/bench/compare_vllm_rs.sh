@@ -66,6 +66,7 @@ start_server() {  # log name
     sleep 0.2
   done
   echo "server did not become ready; see $OUT/$1.*.log" >&2
+  ss -tanp 2>/dev/null | grep ":$PORT " >&2 || true
   exit 1
 }
 
