@@ -393,10 +393,10 @@ impl EngineLink {
         let _ = self.ranks.report(rank, running.into(), waiting.into(), kv_cache_usage);
     }
 
-    /// Applies one output message. Err: it could not be decoded.
-    /// Delivers one output message. True when it shows requests progressing (outputs, finishes or
-    /// a scheduler report): a reply to our own liveness ping proves the process is up, not that
-    /// it still serves, so it must not hold off the silence watchdog.
+    /// Delivers one output message (Err: it could not be decoded). True when it shows requests
+    /// progressing (outputs, finishes or a scheduler report): a reply to our own liveness ping
+    /// proves the process is up, not that it still serves, so it must not hold off the silence
+    /// watchdog.
     fn on_output(&self, frames: &[zmq::Message]) -> Result<bool, String> {
         let progress;
         match self.backend {
