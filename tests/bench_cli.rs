@@ -38,6 +38,7 @@ fn runs_against_the_gateway_and_accounts_for_every_request() {
     assert_eq!(closed["failed"], 0);
     assert_eq!(closed["total_output_tokens"], 40 * 8, "usage counts");
     assert_eq!(closed["total_input_tokens"], 40 * 64, "exact input lengths");
+    assert_eq!(closed["max_model_len"], 8192, "from GET /v1/models, as vLLM's result has it");
     assert!(closed["max_concurrent_requests"].as_u64().unwrap() <= 8);
     for key in ["median_ttft_ms", "p99_itl_ms", "p99.9_tpot_ms", "mean_e2el_ms", "request_throughput"] {
         assert!(closed[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {}", closed[key]);

@@ -192,7 +192,35 @@ fn io_failure(rec: &RequestRecord, e: &std::io::Error) -> Attempt {
 
 /// `GET /v1/models` before the run (blocking; the runtimes do not exist yet): the first
 /// model's id, for runs without --model.
-pub fn first_model_id(addr: SocketAddr, authority: &str) -> Result<String, String> {
+/// What `GET /v1/models` says of the served model: its id (the first listed when `model` is
+/// None) and its `max_model_len` where the server reports one (vLLM and shardgate do).
+pub struct ServedModel {
+    pub id: String,
+    pub max_model_len: Option<u64>,
+}
+
+pub fn served_model(addr: SocketAddr, authority: &str, model: Option<&str>) -> Result<ServedModel, String> {
+    let listing = list_models(addr, authority);
+    let entries = listing.as_ref().ok().and_then(|l| l["data"].as_array().cloned()).unwrap_or_default();
+    let entry = match model {
+        Some(m) => entries.iter().find(|e| e["id"] == m),
+        None => entries.first(),
+    };
+    let max_model_len = entry.and_then(|e| e["max_model_len"].as_u64());
+    match (model, entry) {
+        // A named model needs no listing: servers without `/v1/models` still work.
+        (Some(m), _) => Ok(ServedModel { id: m.to_string(), max_model_len }),
+        (None, Some(e)) => e["id"]
+            .as_str()
+            .map(|id| ServedModel { id: id.to_string(), max_model_len })
+            .ok_or_else(|| format!("http://{authority}/v1/models lists a model without an id; pass --model")),
+        (None, None) => Err(listing.err().unwrap_or_else(|| {
+            format!("cannot list models at http://{authority}/v1/models (no model listed); pass --model")
+        })),
+    }
+}
+
+fn list_models(addr: SocketAddr, authority: &str) -> Result<serde_json::Value, String> {
     use std::io::{Read, Write};
     let fail =
         |e: &dyn std::fmt::Display| format!("cannot list models at http://{authority}/v1/models ({e}); pass --model");
@@ -213,6 +241,5 @@ pub fn first_model_id(addr: SocketAddr, authority: &str) -> Result<String, Strin
     } else {
         body.extend_from_slice(&raw[len..]);
     }
-    let listing: serde_json::Value = serde_json::from_slice(&body).map_err(|e| fail(&e))?;
-    listing["data"][0]["id"].as_str().map(String::from).ok_or_else(|| fail(&"no model listed"))
+    serde_json::from_slice(&body).map_err(|e| fail(&e))
 }

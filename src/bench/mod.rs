@@ -90,10 +90,8 @@ pub fn compare(args: &CompareArgs) -> Result<(), String> {
 /// Runs one benchmark: prepare, load, analyze, report.
 pub fn run(args: &BenchArgs) -> Result<(), String> {
     let config = BenchConfig::from_args(args)?;
-    let model = match &args.model {
-        Some(m) => m.clone(),
-        None => client::first_model_id(config.addr, &config.authority)?,
-    };
+    let served = client::served_model(config.addr, &config.authority, args.model.as_deref())?;
+    let model = served.id;
     let tok = BenchTokenizer::load(args.tokenizer.as_deref(), Some(&model))?;
     eprintln!(
         "shardgate bench: {} http://{}{} model {model}, tokenizer {}",
@@ -127,6 +125,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         backend: args.backend.name(),
         label: args.label.as_deref(),
         model_id: &model,
+        max_model_len: served.max_model_len,
         tokenizer_id: &tok.id,
         request_rate: config.arrivals.rate_per_s(),
         burstiness: config.arrivals.burstiness(),

@@ -23,6 +23,8 @@ pub struct Header<'a> {
     pub backend: &'a str,
     pub label: Option<&'a str>,
     pub model_id: &'a str,
+    /// As `GET /v1/models` reported it (vLLM's result has the key).
+    pub max_model_len: Option<u64>,
     pub tokenizer_id: &'a str,
     pub request_rate: Option<f64>,
     pub burstiness: f64,
@@ -86,6 +88,7 @@ pub fn result_json(h: &Header, a: &Analysis, records: &[RequestRecord], detailed
     o.insert("backend".into(), json!(h.backend));
     o.insert("label".into(), json!(h.label));
     o.insert("model_id".into(), json!(h.model_id));
+    o.insert("max_model_len".into(), json!(h.max_model_len));
     o.insert("tokenizer_id".into(), json!(h.tokenizer_id));
     o.insert("num_prompts".into(), json!(records.len()));
     for (k, v) in h.metadata {
@@ -367,7 +370,7 @@ mod tests {
     /// value types as `vllm/benchmarks/serve.py` writes them; values shortened.
     const VLLM_SAMPLE: &str = r#"{
       "date": "20261129-195946", "endpoint_type": "openai", "backend": "openai", "label": null,
-      "model_id": "qwen3-demo", "tokenizer_id": "/models/qwen3", "num_prompts": 50,
+      "model_id": "qwen3-demo", "max_model_len": 8192, "tokenizer_id": "/models/qwen3", "num_prompts": 50,
       "request_rate": 20.0, "burstiness": 1.0, "max_concurrency": 4,
       "duration": 2.6, "completed": 50, "failed": 0, "total_input_tokens": 6400,
       "total_output_tokens": 1600, "request_throughput": 19.2, "request_goodput": 19.0,
@@ -423,6 +426,7 @@ mod tests {
             backend: "openai",
             label: None,
             model_id: "qwen3-demo",
+            max_model_len: Some(8192),
             tokenizer_id: "tiny",
             request_rate: Some(20.0),
             burstiness: 1.0,
@@ -462,7 +466,7 @@ mod tests {
         let ours = result_json(&header(), &a, &records, false);
         let sample: Value = serde_json::from_str(VLLM_SAMPLE).unwrap_or_default();
         let sample = sample.as_object().cloned().unwrap_or_default();
-        assert_eq!(sample.len(), 58, "sample did not parse");
+        assert_eq!(sample.len(), 59, "sample did not parse");
         for (key, value) in &sample {
             let got = ours.get(key).unwrap_or_else(|| panic!("missing vLLM key {key}"));
             // label is null in both unless set; every other shared key has vLLM's type.
