@@ -42,6 +42,12 @@ pub fn run(config: Config) -> Result<(), String> {
                     Err(e) => tracing::error!("cannot load model assets: {e}"),
                 }
                 shared.set_model(loaded);
+                // Parsing tokenizer.json allocates several times what the tokenizer keeps, and
+                // mimalloc would hand this exiting thread's freed pages back to the OS only when
+                // some other thread next allocates (an idle gateway sat at ~190 MB instead of
+                // ~50 MB until its first requests).
+                // SAFETY: mi_collect only purges mimalloc's heaps; nothing of ours is touched.
+                unsafe { libmimalloc_sys::mi_collect(true) };
             })
             .map_err(|e| format!("cannot start the model loader: {e}"))?;
     }

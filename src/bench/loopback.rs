@@ -92,16 +92,12 @@ fn open_loop_pacing_for_a_second() {
     let records = run(addr, schedule, None, None);
     assert!(records.iter().all(|r| r.succeeded()));
     assert_eq!(records.len(), 2000);
-    // What holds on any machine: the pacer never sends early, and sends leave in schedule order.
-    // How close it keeps to the schedule is a speed property, measured by the 30 s run below
-    // (perf/bench/pacing_5000.sh), never asserted in a timed unit test.
-    let mut by_schedule: Vec<_> = records.iter().collect();
-    by_schedule.sort_by_key(|r| (r.core_index, r.scheduled_ns));
-    for r in &by_schedule {
+    // What holds on any machine: every request is sent, none before its scheduled time. (Two
+    // sends close together may leave in either order: one may wait for a connection.) How
+    // close the pacer keeps to the schedule is a speed property, measured by the 30 s run
+    // below (perf/bench/pacing_5000.sh), never asserted in a timed unit test.
+    for r in &records {
         assert!(r.send_ns >= r.scheduled_ns, "request {} sent before its time", r.index);
-    }
-    for w in by_schedule.windows(2).filter(|w| w[0].core_index == w[1].core_index) {
-        assert!(w[0].send_ns <= w[1].send_ns, "requests {} and {} left out of order", w[0].index, w[1].index);
     }
 }
 
