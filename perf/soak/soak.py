@@ -619,6 +619,10 @@ async def soak(stack, args, rate, log):
 
 async def recovery(stack, log):
     """A clean simulator after the last fault: the worker must come back and serve."""
+    # The faulted engine was just killed: until the gateway's next liveness ping (≤ 1 s) the
+    # worker still reads "ready" on the dead connection. Wait for it to notice, as the cycles
+    # do, or "ready" below would be the old connection's.
+    await wait_until(lambda: stack.worker_status() != "ready", 15)
     stack.start_sim()
     ready = await wait_until(lambda: stack.worker_status() == "ready", 60)
     stats = Stats()
