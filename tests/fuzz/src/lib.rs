@@ -81,3 +81,22 @@ pub fn fnv1a(data: &[u8]) -> u64 {
     }
     h
 }
+
+/// Decoding is a pure function of the bytes: two decodes of one frame give the same result.
+/// Compared as Debug text, not with `==`: NaN logprobs are legal and never equal themselves.
+pub fn assert_deterministic<T: std::fmt::Debug>(first: T, second: T) {
+    assert_eq!(format!("{first:?}"), format!("{second:?}"), "decoding is deterministic");
+}
+
+/// A batch the harness wrote from well-typed fields (`expected` is what it wrote; `None` when
+/// some field was deliberately wrong) must decode, and to exactly that.
+pub fn assert_decodes_as_written<S: std::fmt::Debug, E: std::fmt::Display>(
+    expected: Option<impl std::fmt::Debug>,
+    decoded: Result<S, E>,
+) {
+    let Some(expected) = expected else { return };
+    match decoded {
+        Ok(s) => assert_eq!(format!("{s:?}"), format!("{expected:?}"), "well-formed batch decoded differently"),
+        Err(e) => panic!("well-formed batch refused: {e}"),
+    }
+}
