@@ -46,7 +46,10 @@ pub struct Request {
 pub fn parse_head(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, ApiError> {
     let mut headers = [httparse::EMPTY_HEADER; limits::http_header_count_max];
     let mut req = httparse::Request::new(&mut headers);
-    let len = match req.parse(buf) {
+    // Only the bytes a head may occupy are looked at, so a fault past the limit is always the
+    // limit (431), never a 400 that depends on how much of the stream TCP had delivered.
+    let window = &buf[..buf.len().min(limits::http_header_bytes_max)];
+    let len = match req.parse(window) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             if buf.len() > limits::http_header_bytes_max {
@@ -65,12 +68,6 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, ApiError> 
         }
         Err(e) => return Err(ApiError::bad_request(format!("malformed HTTP request: {e}"))),
     };
-    if len > limits::http_header_bytes_max {
-        return Err(ApiError::header_too_large(format!(
-            "request header fields exceed {} bytes",
-            limits::http_header_bytes_max
-        )));
-    }
     let method = req.method.unwrap_or_default().to_string();
     let target = req.path.unwrap_or("/");
     let (path, query) = match target.split_once('?') {
@@ -189,6 +186,8 @@ mod tests {
             (format!("POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n", limits::http_body_bytes_max + 1), 413),
             (huge, 431),
             (format!("GET / HTTP/1.1\r\n{many}\r\n"), 431),
+            // A bad byte past the limit: still the limit, however much of the stream is here.
+            (format!("GET / HTTP/1.1\r\nX: {}\x01\r\n\r\n", "a".repeat(limits::http_header_bytes_max + 10)), 431),
         ];
         for (raw, status) in cases {
             assert_eq!(parse(&raw).unwrap_err(), status, "request {:?}", &raw[..raw.len().min(60)]);
