@@ -8,6 +8,7 @@
 //! | stop matching | `stops::check` on the new text (+ overlap), holdback | search the whole text every token, the same holdback | ≤ 0.5× at 512 tokens |
 //! | SSE chunk encoding | `ChatFormat::stream_delta` | `serde_json::to_string` of the same chunk | ≤ 0.5× |
 //! | request JSON decode | `Fields::parse_body` (sonic-rs) | `serde_json::from_slice::<Value>` | ≤ 0.7× |
+//! | prompt tokenization, 1,000 tokens (distinct random-token prompts; prose) | `Tokenizer::encode` (fast byte-level BPE) | `tokenizers`' `encode_fast` | ≤ 0.3× |
 //! | request validation | `params::parse` (ranges, stop strings tokenized) | — | reported |
 //! | one streamed token, all of the above | `ChoiceState::apply` + `stream_delta` | — | ≤ 2 µs |
 //!
@@ -246,6 +247,64 @@ fn request_decoding() -> Row {
     Row { name: "chat request JSON parse (per request)", ours_ns: ours, base_ns: base, target_ratio: 0.7 }
 }
 
+/// Rendered chat prompts of about 1,000 tokens: distinct ones of random vocabulary tokens
+/// (what `shardgate bench` sends: 40 of them, more words than `tokenizers`' 10,000-word cache
+/// holds, as with distinct prompts in production), or one of English prose (repeated words).
+fn chat_prompts(tok: &Tokenizer, random_tokens: bool) -> Vec<String> {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut body = || {
+        if !random_tokens {
+            return "The gateway keeps every shard's work on its own core, so a request's tokens never cross a \
+                    cache line owned by another thread; caches, sockets and buffers stay local. "
+                .repeat(36);
+        }
+        let ids: Vec<u32> = (0..1000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 150_000) as u32
+            })
+            .collect();
+        tok.decode(&ids, true).expect("decode")
+    };
+    (0..if random_tokens { 40 } else { 1 })
+        .map(|_| {
+            format!(
+                "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n",
+                body()
+            )
+        })
+        .collect()
+}
+
+fn prompt_tokenizing(tok: &Tokenizer, random_tokens: bool) -> Row {
+    let prompts = chat_prompts(tok, random_tokens);
+    for p in &prompts {
+        let reference = tok.inner().encode_fast(p.as_str(), false).expect("encode");
+        assert_eq!(tok.encode(p, false).expect("encode"), reference.get_ids(), "the fast path is exact");
+    }
+    let (ours, base) = side_by_side(
+        prompts.len(),
+        &mut || {
+            for p in &prompts {
+                black_box(tok.encode(black_box(p), false).expect("encode"));
+            }
+        },
+        &mut || {
+            for p in &prompts {
+                black_box(tok.inner().encode_fast(black_box(p.as_str()), false).expect("encode"));
+            }
+        },
+    );
+    let name = if random_tokens {
+        "prompt tokenize, 1k random tokens (per req)"
+    } else {
+        "prompt tokenize, 1k-token prose (per req)"
+    };
+    Row { name, ours_ns: ours, base_ns: base, target_ratio: 0.3 }
+}
+
 /// Validation of a parsed chat request (every sampling range, stop strings tokenized to find
 /// single-token stops): absolute, no baseline does the same work.
 fn request_validation(model: &ModelAssets) -> f64 {
@@ -300,6 +359,10 @@ fn main() {
         stop_matching(&pieces),
         chunk_encoding(tok, &prompt, &pieces),
         request_decoding(),
+        // Prose first: `tokenizers` stops adding to its word cache once it holds 10,000 words,
+        // so after the random prompts its prose words would never be cached.
+        prompt_tokenizing(tok, false),
+        prompt_tokenizing(tok, true),
     ];
     println!("{:<46} {:>11} {:>13} {:>7} {:>8}", "path", "ours ns", "baseline ns", "ratio", "target");
     let mut ok = true;

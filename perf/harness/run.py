@@ -18,7 +18,7 @@ and the same bytes; `shardgate-direct` (sim attached straight to shardgate, no s
 control that shows what the shim itself adds to latency.
 
 Usage: perf/harness/setup.sh && perf/harness/run.py [--workloads a,b,c8,c64,d,t]
-       [--gateways shardgate,vllm-rs,smg,shardgate-direct,sink] [--duration 20]
+       [--gateways shardgate,vllm-rs,smg,shardgate-direct,shardgate-hf-tokenizer,sink] [--duration 20]
        [--aging ROUNDS --aging-gateways shardgate,vllm-rs,smg]
        perf/harness/run.py --summarize perf/results/<ts>.json   (re-print the tables)
 `sink` is `shardgate bench sink` (no engine): on workload t its TTFT is the client/HTTP floor.
@@ -260,6 +260,9 @@ def gateway_cmd(gw, env, run_dir, port, model_dir):
                "--served-model-name", "qwen3-demo", "--host", "127.0.0.1", "--port", str(port),
                "--shards", "1", "--log-level", "warn", "--metrics-port", str(free_port()),
                "--metrics-host", "127.0.0.1", "--health-check-interval-secs", "1"]
+        if gw == "shardgate-hf-tokenizer":
+            # the same gateway encoding with `tokenizers` instead of its fast BPE, side by side
+            cmd = ["env", "SHARDGATE_FAST_BPE=0"] + cmd
         return cmd, path, derived_handshake_port(path), "qwen3-demo"
     if gw == "vllm-rs":
         hs = free_port()

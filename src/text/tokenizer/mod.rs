@@ -2,6 +2,7 @@
 //! facts the rest of the gateway needs.
 
 pub mod cache;
+mod fast_bpe;
 mod lru;
 
 use std::collections::HashMap;
@@ -10,6 +11,8 @@ use std::path::Path;
 /// A loaded tokenizer. Shared read-only by all shards (`tokenizers::Tokenizer` is `Sync`).
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
+    /// The same encoding at a fraction of the cost, for the tokenizer shapes it knows.
+    fast: Option<fast_bpe::FastBpe>,
     /// Added tokens (id → content), for `spaces_between_special_tokens`.
     added_tokens: HashMap<u32, String>,
     /// Token ids of added tokens marked `special` (skipped by `skip_special_tokens`).
@@ -40,8 +43,16 @@ impl Tokenizer {
         let added_tokens = decoder.into_iter().map(|(id, t)| (id, t.content)).collect();
         let vocab_size_with_added = inner.get_vocab_size(true);
         let leading_space_marker = metaspace_marker(&inner);
+        let fast = if fast_bpe::enabled() {
+            fast_bpe::FastBpe::build(&inner)
+                .map_err(|why| tracing::debug!("tokenizer: encoding with `tokenizers` ({why})"))
+                .ok()
+        } else {
+            None
+        };
         Tokenizer {
             inner,
+            fast,
             added_tokens,
             special_ids,
             vocab_size_with_added,
@@ -116,10 +127,18 @@ impl Tokenizer {
     /// Encodes text. `add_special_tokens` adds BOS/EOS per the tokenizer's post-processor (true
     /// for completions prompts, false for rendered chat templates, as vLLM does).
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, String> {
+        if let Some(fast) = self.fast.as_ref().filter(|f| f.serves(add_special_tokens)) {
+            return fast.encode(&self.inner, text);
+        }
         self.inner
             .encode_fast(text, add_special_tokens)
             .map(|e| e.get_ids().to_vec())
             .map_err(|e| format!("tokenization failed: {e}"))
+    }
+
+    /// Whether `encode` takes the fast byte-level BPE path (for this flag).
+    pub fn fast_encode_active(&self, add_special_tokens: bool) -> bool {
+        self.fast.as_ref().is_some_and(|f| f.serves(add_special_tokens))
     }
 
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, String> {

