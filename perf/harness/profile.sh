@@ -3,22 +3,22 @@
 # print self time by function with perf_top.py (this perf cannot resolve the release binary's
 # symbols itself). Same pinning as run.py: gateway on CPU 1, sim + bench on CPU 0.
 #
-# Usage: perf/harness/profile.sh [b|c8|c64|d|t|a] [seconds]      (env: PORT, BIN_DIR, EXPAND)
+# Usage: perf/harness/profile.sh [b|c8|c64|d|t|a]      (env: PORT, BIN_DIR, EXPAND)
 # Uses the binaries run.py copied to /tmp/perf-bin (run run.py once, or copy them there).
 # Needs `perf` (Debian: apt-get install linux-perf).
 set -euo pipefail
-WL=${1:-b}; SEC=${2:-5}
+WL=${1:-b}
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN_DIR:-/tmp/perf-bin}
 PORT=${PORT:-32100}
 EXPAND=${EXPAND:-PollFn}
 case $WL in
-  a)   SIMF="--ttft-ms 0 --itl-ms 0";  BF="--backend openai-chat --random-input-len 1000 --random-output-len 16 --max-concurrency 8 --num-prompts 3000"; PREP=22 ;;
-  b)   SIMF="--ttft-ms 0 --itl-ms 0";  BF="--random-input-len 128 --random-output-len 512 --max-concurrency 64 --num-prompts 3000"; PREP=7 ;;
-  c8)  SIMF="--ttft-ms 0 --itl-ms 20"; BF="--random-input-len 128 --random-output-len 512 --max-concurrency 8 --num-prompts 16"; PREP=3 ;;
-  c64) SIMF="--ttft-ms 0 --itl-ms 20"; BF="--random-input-len 128 --random-output-len 512 --max-concurrency 64 --num-prompts 128"; PREP=4 ;;
-  d)   SIMF="--ttft-ms 0 --itl-ms 50"; BF="--random-input-len 128 --random-output-len 400 --max-concurrency 2000 --num-prompts 2000"; PREP=8 ;;
-  t)   SIMF="--ttft-ms 0 --itl-ms 0";  BF="--random-input-len 128 --random-output-len 16 --max-concurrency 1 --num-prompts 4000"; PREP=4 ;;
+  a)   SIMF="--ttft-ms 0 --itl-ms 0";  BF="--backend openai-chat --random-input-len 1000 --random-output-len 16 --max-concurrency 8 --num-prompts 3000" ;;
+  b)   SIMF="--ttft-ms 0 --itl-ms 0";  BF="--random-input-len 128 --random-output-len 512 --max-concurrency 64 --num-prompts 3000" ;;
+  c8)  SIMF="--ttft-ms 0 --itl-ms 20"; BF="--random-input-len 128 --random-output-len 512 --max-concurrency 8 --num-prompts 16" ;;
+  c64) SIMF="--ttft-ms 0 --itl-ms 20"; BF="--random-input-len 128 --random-output-len 512 --max-concurrency 64 --num-prompts 128" ;;
+  d)   SIMF="--ttft-ms 0 --itl-ms 50"; BF="--random-input-len 128 --random-output-len 400 --max-concurrency 2000 --num-prompts 2000" ;;
+  t)   SIMF="--ttft-ms 0 --itl-ms 0";  BF="--random-input-len 128 --random-output-len 16 --max-concurrency 1 --num-prompts 4000" ;;
   *) echo "unknown workload $WL" >&2; exit 2 ;;
 esac
 M=$("$BIN/shardgate" demo --prepare)
@@ -39,9 +39,14 @@ taskset -c 0 "$BIN/shardgate" bench "${common[@]}" --random-input-len 128 --rand
 # shellcheck disable=SC2086
 taskset -c 0 "$BIN/shardgate" bench "${common[@]}" $BF --result-dir "$D" --result-filename bench.json > "$D/bench.out" 2>&1 &
 B=$!
-sleep "$PREP"   # the bench builds its prompts first
-perf record -F 2000 -o "$D/perf.data" -p "$G" -- sleep "$SEC" > /dev/null 2>&1
+# Record for the whole bench, not a fixed window: how long it spends building prompts before
+# the load starts, and how long the load lasts, both change with the gateway's speed. The
+# gateway is idle (no samples) while the bench builds its prompts.
+perf record -F 2000 -o "$D/perf.data" -p "$G" > "$D/perf.out" 2>&1 &
+P=$!
 wait $B
+kill -INT "$P"
+wait "$P" || true
 grep -E "Successful|duration|Median TTFT" "$D/bench.out"
 python3 "$HERE/perf_top.py" "$D/perf.data" "$BIN/shardgate" --top 30 --expand "$EXPAND"
 echo "files in $D"
