@@ -149,7 +149,8 @@ impl FastBpe {
     fn split_and_encode(&self, cx: &mut Cx, level: usize, text: &str) {
         let Some(re) = self.splits.get(level) else {
             if cx.result.is_ok() {
-                cx.result = self.encode_piece(cx.hf, text.as_bytes(), &mut cx.scratch, cx.out);
+                let result = self.encode_piece(cx, text.as_bytes());
+                cx.result = result;
             }
             return;
         };
@@ -169,27 +170,16 @@ impl FastBpe {
     }
 
     /// One pre-tokenized piece: the vocabulary entry it is (`ignore_merges`), else BPE.
-    fn encode_piece(
-        &self,
-        hf: &tokenizers::Tokenizer,
-        piece: &[u8],
-        scratch: &mut Scratch,
-        out: &mut Vec<u32>,
-    ) -> Result<(), String> {
+    fn encode_piece(&self, cx: &mut Cx, piece: &[u8]) -> Result<(), String> {
         if let Some(id) = self.whole_tokens.as_ref().and_then(|t| t.get(piece)) {
-            out.push(id);
+            cx.out.push(id);
             return Ok(());
         }
-        self.bpe(hf, piece, scratch, out)
+        self.bpe(cx, piece)
     }
 
-    fn bpe(
-        &self,
-        hf: &tokenizers::Tokenizer,
-        piece: &[u8],
-        scratch: &mut Scratch,
-        out: &mut Vec<u32>,
-    ) -> Result<(), String> {
+    fn bpe(&self, cx: &mut Cx, piece: &[u8]) -> Result<(), String> {
+        let Cx { hf, scratch, out, .. } = cx;
         let n = piece.len();
         if n > LINEAR_PIECE_BYTES_MAX {
             let to_char = byte_to_char_table();

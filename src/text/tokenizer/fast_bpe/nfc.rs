@@ -43,7 +43,8 @@ pub(super) fn nfc(text: &str) -> Cow<'_, str> {
         out.extend(UnicodeNormalization::nfc(&text[start..end]).map(|(c, _)| c));
         copied = end;
     }
-    if copied == 0 && out.is_empty() {
+    if copied == 0 {
+        // Every char was inert.
         return Cow::Borrowed(text);
     }
     out.push_str(&text[copied..]);
