@@ -123,8 +123,8 @@ fn texts(tok: &Tokenizer, rng: &mut SmallRng, every_token: bool) -> Vec<String> 
         out.push("ab".repeat(n / 2) + "\n");
     }
     out.push(String::new());
-    // Every token's own text (every 4th for the larger test): a piece that is one whole token
-    // skips BPE only when BPE would give that token back, and the tokens it would not are here.
+    // Every token's own text (every Qwen3 token, every 4th of the other families): pieces that
+    // BPE must merge back into one token (with `ignore_merges`, one lookup).
     let step = if every_token { 1 } else { 4 };
     let vocab = tok.inner().get_vocab_size(true) as u32;
     out.extend((0..vocab).step_by(step).filter_map(|id| tok.inner().decode(&[id], false).ok()));
