@@ -86,6 +86,22 @@ fn a_stream_waiting_for_its_first_token_gets_keepalive_comments() {
 }
 
 #[test]
+fn a_stream_that_is_never_silent_for_the_interval_gets_no_keepalive() {
+    // Tokens 10 s apart: the stream's one keep-alive timer fires 15 s in, 5 s after the last
+    // write, and must move itself instead of sending a comment.
+    let g = gateway(&[], &["--ttft-ms", "0", "--itl-ms", "10000"]);
+    let body = json!({"model": "test-model", "prompt": "go", "max_tokens": 3, "ignore_eos": true, "stream": true})
+        .to_string();
+    let r = g.try_request("POST", "/v1/completions", Some(&body), &[]).unwrap();
+    assert_eq!(r.status, 200);
+    let raw = String::from_utf8_lossy(&r.body).into_owned();
+    assert!(!raw.contains(": keepalive"), "{raw:?}");
+    // Three tokens, then the finish chunk.
+    assert_eq!(raw.matches("\"text\"").count(), 4, "{raw:?}");
+    assert!(raw.ends_with("data: [DONE]\n\n"));
+}
+
+#[test]
 fn a_client_that_stops_reading_is_cut_off_and_its_request_aborted() {
     let g = gateway(&["--stream-write-timeout-secs", "2"], &["--itl-ms", "1", "--max-model-len", "2000000"]);
     // 16 fast streams in one response fill the socket buffers within seconds.

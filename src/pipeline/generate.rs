@@ -289,6 +289,10 @@ async fn stream(
     let mut gone = std::pin::pin!(gone);
     let mut start = 0;
     let keepalive = std::time::Duration::from_secs(crate::limits::sse_keepalive_interval_s);
+    // One timer for the whole stream, not one per chunk: when it fires early (the stream was
+    // not silent), it is moved to a keep-alive interval after the last write.
+    let mut last_write = Instant::now();
+    let mut silence = std::pin::pin!(monoio::time::sleep(keepalive));
     while subs.iter().any(Option::is_some) {
         let first = monoio::select! {
             next = next_any(&subs, &mut start) => next,
@@ -296,9 +300,16 @@ async fn stream(
                 tracing::info!("request {}: client disconnected mid-stream; aborting", g.response_id);
                 return Outcome::ClientGone;
             }
-            _ = monoio::time::sleep(keepalive) => {
+            _ = &mut silence => {
+                let due = last_write + keepalive;
+                if Instant::now() < due {
+                    silence.as_mut().reset(due.into());
+                    continue;
+                }
                 // Waiting for a first token (a long prefill, a queue) or a stalled engine:
                 // proxies and clients drop connections that stay silent for 30-60 s.
+                last_write = Instant::now();
+                silence.as_mut().reset((last_write + keepalive).into());
                 r.push_sse_comment("keepalive");
                 if r.flush().await.is_err() {
                     tracing::info!("request {}: client went away while waiting; aborting", g.response_id);
@@ -332,9 +343,13 @@ async fn stream(
             }
             next = try_next_any(&subs);
         }
+        let wrote = !payloads.is_empty();
         if emit(r, &mut payloads).await.is_err() {
             tracing::info!("request {}: client went away mid-stream; aborting", g.response_id);
             return Outcome::ClientGone;
+        }
+        if wrote {
+            last_write = Instant::now();
         }
     }
     if g.params.include_usage {
