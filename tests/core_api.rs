@@ -412,3 +412,30 @@ fn malformed_bodies_are_refused_and_unknown_fields_ignored() {
     );
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+/// The sum of a histogram over every label set, from the exposition text.
+fn histogram_sum(metrics: &str, name: &str) -> (f64, u64) {
+    let total = |suffix: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}_{suffix}{{")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    (total("sum"), total("count") as u64)
+}
+
+#[test]
+fn the_gateway_reports_its_own_part_of_the_time_to_first_token() {
+    // An engine that takes 300 ms to its first token: the time to first token includes it, the
+    // gateway's own part must not.
+    let g = Gateway::start_with(Options { sim_args: vec!["--ttft-ms".into(), "300".into()], ..Default::default() });
+    let r = g.post_json("/v1/chat/completions", &chat("hi", json!({"stream": true, "max_tokens": 2})));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let m = g.metrics();
+    let (ttft, n) = histogram_sum(&m, "smg_router_ttft_seconds");
+    let (own, own_n) = histogram_sum(&m, "shardgate_gateway_ttft_seconds");
+    assert_eq!((n, own_n), (1, 1), "{m}");
+    assert!(ttft >= 0.3, "time to first token {ttft} s includes the engine's 300 ms");
+    assert!(own > 0.0 && own < 0.25, "the gateway's own part {own} s excludes the engine's 300 ms");
+}

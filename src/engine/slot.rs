@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::task::{Poll, Waker};
+use std::time::Instant;
 
 use crate::engine::TokenEvent;
 use crate::error::EngineFault;
@@ -27,15 +28,19 @@ struct Inner {
     waker: Option<Waker>,
     /// The transport delivered the request's last event (finish or fault).
     closed: bool,
+    /// When the batch that carried the first event arrived from the engine.
+    first_event_at: Option<Instant>,
 }
 
 impl RequestSlot {
-    /// Delivers an event; a finish or a fault closes the slot.
-    pub fn push(&self, ev: SlotEvent) {
+    /// Delivers an event that arrived from the engine at `arrived`; a finish or a fault closes
+    /// the slot.
+    pub fn push(&self, ev: SlotEvent, arrived: Instant) {
         let mut inner = self.inner.borrow_mut();
         if inner.closed {
             return;
         }
+        inner.first_event_at.get_or_insert(arrived);
         inner.closed = match &ev {
             SlotEvent::Tokens(t) => t.finish.is_some(),
             SlotEvent::Fault(_) => true,
@@ -44,6 +49,11 @@ impl RequestSlot {
         if let Some(w) = inner.waker.take() {
             w.wake();
         }
+    }
+
+    /// When the first event arrived from the engine, once one has.
+    pub fn first_event_at(&self) -> Option<Instant> {
+        self.inner.borrow().first_event_at
     }
 
     /// True once the transport has delivered the last event (the engine is done with the id).

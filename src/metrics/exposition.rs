@@ -74,8 +74,13 @@ fn router_metrics(out: &mut String, shards: &[&ShardMetrics], model: &str) {
         let _ = writeln!(out, "smg_router_tokens_total{{{},token_type=\"output\"}} {output}", base(name));
     }
     type Pick = fn(&ShardMetrics, usize) -> HistogramSnapshot;
-    let histograms: [(&str, &str, Pick); 3] = [
+    let histograms: [(&str, &str, Pick); 4] = [
         ("smg_router_ttft_seconds", "Time to first token (streaming requests).", |m, e| m.ttft[e].snapshot()),
+        (
+            "shardgate_gateway_ttft_seconds",
+            "Of the time to first token, the gateway's own part: request arrival to engine submission, plus the first output's arrival from the engine to its chunk written (streaming requests).",
+            |m, e| m.gateway_ttft[e].snapshot(),
+        ),
         ("smg_router_tpot_seconds", "Time per output token (streaming requests).", |m, e| m.tpot[e].snapshot()),
         ("smg_router_request_duration_seconds", "Router request duration.", |m, e| m.duration[e].snapshot()),
     ];

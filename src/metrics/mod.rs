@@ -77,6 +77,8 @@ pub struct ShardMetrics {
     pub tokens_output: [AtomicU64; 2],
     /// [endpoint], streaming requests only
     pub ttft: [Histogram; 2],
+    /// Of `ttft`, the gateway's own part (arrival to submission, first output to first chunk).
+    pub gateway_ttft: [Histogram; 2],
     pub tpot: [Histogram; 2],
     pub duration: [Histogram; 2],
     /// Responses by status (index in `STATUSES`; last slot: anything else).

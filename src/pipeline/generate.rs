@@ -97,16 +97,20 @@ pub async fn run(g: Generation, format: &dyn Format, r: &mut Responder<'_>) {
     }
     let prompt_tokens: u64 = g.prompts.iter().map(|p| p.token_ids.len() as u64).sum();
     let outcome = if g.params.stream {
-        stream(&g, format, r, states, subs, prompt_tokens).await
+        let submitted = Instant::now();
+        stream(&g, format, r, states, subs, prompt_tokens, submitted).await
     } else {
         collect(&g, format, r, states, subs, prompt_tokens).await
     };
     match outcome {
-        Outcome::Done { completion_tokens, first_token, last_token } => {
+        Outcome::Done { completion_tokens, first_token, last_token, gateway_ttft } => {
             metrics.tokens(g.endpoint, prompt_tokens, completion_tokens);
             metrics.duration[g.endpoint as usize].observe(g.started.elapsed().as_secs_f64());
             if let (Some(first), Some(last)) = (first_token, last_token) {
                 metrics.ttft[g.endpoint as usize].observe((first - g.started).as_secs_f64());
+                if let Some(own) = gateway_ttft {
+                    metrics.gateway_ttft[g.endpoint as usize].observe(own.as_secs_f64());
+                }
                 if completion_tokens > 1 {
                     metrics.tpot[g.endpoint as usize]
                         .observe((last - first).as_secs_f64() / (completion_tokens - 1) as f64);
@@ -120,7 +124,13 @@ pub async fn run(g: Generation, format: &dyn Format, r: &mut Responder<'_>) {
 
 /// How a generation ended, for metrics.
 enum Outcome {
-    Done { completion_tokens: u64, first_token: Option<Instant>, last_token: Option<Instant> },
+    Done {
+        completion_tokens: u64,
+        first_token: Option<Instant>,
+        last_token: Option<Instant>,
+        /// Of the time to first token, the gateway's own part (streaming only).
+        gateway_ttft: Option<std::time::Duration>,
+    },
     Failed,
     ClientGone,
 }
@@ -262,7 +272,12 @@ async fn collect(
     let usage = usage_of(&states, prompt_tokens);
     let body = format.full(&states, &g.prompts, &usage);
     let _ = r.send_json(200, body.as_bytes()).await;
-    Outcome::Done { completion_tokens: usage.completion_tokens, first_token: None, last_token: None }
+    Outcome::Done {
+        completion_tokens: usage.completion_tokens,
+        first_token: None,
+        last_token: None,
+        gateway_ttft: None,
+    }
 }
 
 async fn stream(
@@ -272,6 +287,7 @@ async fn stream(
     mut states: Vec<ChoiceState>,
     mut subs: Vec<Option<Submission>>,
     prompt_tokens: u64,
+    submitted: Instant,
 ) -> Outcome {
     let opts = &g.params.output;
     let continuous = g.params.include_usage && g.params.continuous_usage_stats;
@@ -284,6 +300,9 @@ async fn stream(
         return Outcome::ClientGone;
     }
     let (mut first_token, mut last_token) = (None, None);
+    // The gateway's own part of the time to first token: arrival to submission, plus the
+    // first output's arrival from the engine to its chunk written.
+    let (mut first_output_at, mut gateway_ttft) = (None, None);
     let watch = r.watch();
     let gone = crate::http::response::client_gone(watch);
     let mut gone = std::pin::pin!(gone);
@@ -321,6 +340,9 @@ async fn stream(
         // Everything already queued goes out in the same write.
         let mut next = Some(first);
         while let Some((i, ev)) = next {
+            if first_output_at.is_none() {
+                first_output_at = subs[i].as_ref().and_then(|s| s.slot().first_event_at());
+            }
             if let Step::Failed(e) = apply(g, &mut states, &mut subs, i, ev) {
                 drop(std::mem::take(&mut subs));
                 fail_stream(r, &mut payloads, &e).await;
@@ -350,6 +372,9 @@ async fn stream(
         }
         if wrote {
             last_write = Instant::now();
+            if let (None, Some(_), Some(arrived)) = (gateway_ttft, first_token, first_output_at) {
+                gateway_ttft = Some((submitted - g.started) + last_write.saturating_duration_since(arrived));
+            }
         }
     }
     if g.params.include_usage {
@@ -360,7 +385,7 @@ async fn stream(
     }
     let _ = r.finish_sse().await;
     let completion_tokens = usage_of(&states, prompt_tokens).completion_tokens;
-    Outcome::Done { completion_tokens, first_token, last_token }
+    Outcome::Done { completion_tokens, first_token, last_token, gateway_ttft }
 }
 
 async fn emit(r: &mut Responder<'_>, payloads: &mut Vec<String>) -> Result<(), crate::http::response::ClientGone> {

@@ -71,6 +71,8 @@ pub struct EngineLink {
     closed: Cell<bool>,
     close_signal: crate::util::signal::LocalSignal,
     last_output: Cell<Instant>,
+    /// When the output batch being delivered arrived (stamped once per batch).
+    batch_arrived: Cell<Instant>,
     rank_cursor: Cell<usize>,
     /// Silence with requests in flight after which the engine counts as lost.
     silence_s: u64,
@@ -111,6 +113,7 @@ impl EngineLink {
             closed: Cell::new(false),
             close_signal: Default::default(),
             last_output: Cell::new(Instant::now()),
+            batch_arrived: Cell::new(Instant::now()),
             scratch: RefCell::new(Vec::with_capacity(4096)),
             next_call_id: Cell::new(1),
         });
@@ -349,11 +352,14 @@ impl EngineLink {
         let ids: Vec<String> = self.requests.borrow().keys().cloned().collect();
         for id in ids {
             let Some(Live { slot, .. }) = self.retire(&id) else { continue };
-            slot.push(SlotEvent::Fault(EngineFault::new(
-                FaultSource::Transport,
-                format!("engine connection lost: {reason}"),
-                false,
-            )));
+            slot.push(
+                SlotEvent::Fault(EngineFault::new(
+                    FaultSource::Transport,
+                    format!("engine connection lost: {reason}"),
+                    false,
+                )),
+                Instant::now(),
+            );
         }
         self.close_signal.raise();
     }
@@ -368,7 +374,7 @@ impl EngineLink {
         if ev.finish.is_some() {
             self.retire(request_id);
         }
-        slot.push(SlotEvent::Tokens(ev));
+        slot.push(SlotEvent::Tokens(ev), self.batch_arrived.get());
         if cut {
             // The gateway finished it at a stop token the engine does not watch for.
             self.send_abort(rank, request_id);
@@ -475,11 +481,13 @@ async fn read_outputs(link: Rc<EngineLink>, output: AsyncSocket) {
             link.fail("the engine reported a fatal error (ENGINE_CORE_DEAD)");
             return;
         }
+        let arrived = Instant::now();
+        link.batch_arrived.set(arrived);
         match link.on_output(&frames) {
             Ok(progress) => {
                 decode_failures = 0;
                 if progress {
-                    link.last_output.set(Instant::now());
+                    link.last_output.set(arrived);
                 }
             }
             Err(e) => {
@@ -533,7 +541,9 @@ async fn relay_inbox(link: Rc<EngineLink>, hub: Arc<Hub>) {
             _ = hub.output_ready(shard) => {},
             _ = link.close_signal.wait() => return,
         }
-        link.last_output.set(Instant::now());
+        let arrived = Instant::now();
+        link.last_output.set(arrived);
+        link.batch_arrived.set(arrived);
         while let Some((id, ev)) = hub.take_output(shard) {
             link.deliver(&id, ev);
         }
