@@ -90,8 +90,8 @@ fn a_stream_that_is_never_silent_for_the_interval_gets_no_keepalive() {
     // Tokens 10 s apart: the stream's one keep-alive timer fires 15 s in, 5 s after the last
     // write, and must move itself instead of sending a comment.
     let g = gateway(&[], &["--ttft-ms", "0", "--itl-ms", "10000"]);
-    let body = json!({"model": "test-model", "prompt": "go", "max_tokens": 3, "ignore_eos": true, "stream": true})
-        .to_string();
+    let body =
+        json!({"model": "test-model", "prompt": "go", "max_tokens": 3, "ignore_eos": true, "stream": true}).to_string();
     let r = g.try_request("POST", "/v1/completions", Some(&body), &[]).unwrap();
     assert_eq!(r.status, 200);
     let raw = String::from_utf8_lossy(&r.body).into_owned();
