@@ -250,4 +250,22 @@ fn a_token_bpe_cannot_reach_is_not_taken_whole() {
         }
         assert_eq!(tok.encode("abc", false).expect("encode"), abc, "ignore_merges={ignore_merges}");
     }
+    // The byte-table decoder needs ids 0..size: with a gap it leaves decoding to `tokenizers`.
+    for (abc_id, contiguous) in [(258u32, true), (300, false)] {
+        vocab.insert("abc".into(), abc_id.into());
+        let json = serde_json::json!({
+            "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+            "post_processor": null,
+            "decoder": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+            "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                      "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+                      "ignore_merges": false, "vocab": vocab, "merges": ["b c", "a b", "ab c"]}
+        });
+        let tok = Tokenizer::from_bytes(json.to_string().as_bytes()).expect("synthetic tokenizer");
+        assert_eq!(tok.fast_decode_active(), contiguous, "abc at id {abc_id}");
+        let ids = [u32::from(b'x'), abc_id, 256, 257, 0xe4, 0xb8];
+        assert_eq!(tok.decode(&ids, false).expect("decode"), tok.inner().decode(&ids, false).expect("decode"));
+    }
 }

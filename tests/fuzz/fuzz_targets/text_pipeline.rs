@@ -474,6 +474,15 @@ fn tokens_case(case: TokensCase) {
         return;
     }
     let decoded = tok.decode(&tokens, case.skip_special_tokens).unwrap_or_default();
+    // The gateway's own byte-level decoder gives exactly `tokenizers`' text, window by window.
+    assert!(tok.fast_decode_active(), "Qwen3 is decoded by the byte table");
+    for window in [&prompt[..], &tokens[..], &tokens[tokens.len() / 2..]] {
+        assert_eq!(
+            tok.decode(window, case.skip_special_tokens).ok(),
+            tok.inner().decode(window, case.skip_special_tokens).ok(),
+            "byte-table decode and tokenizers differ on {window:?}"
+        );
+    }
     let mut stops: Vec<String> = Vec::new();
     for s in case.stops.iter().take(4) {
         let stop = match s {

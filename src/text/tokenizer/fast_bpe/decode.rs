@@ -31,11 +31,14 @@ impl ByteDecoder {
         if to_json(decoder)?.get("type").and_then(|t| t.as_str()) != Some("ByteLevel") {
             return Err("the decoder is not ByteLevel".into());
         }
-        let n = hf.get_vocab(true).values().max().map_or(0, |&m| m as usize + 1);
+        // Ids are expected to run 0..size (checked below); asking for the vocabulary map instead
+        // would clone every token string just to find the largest id.
+        let size = hf.get_vocab_size(true);
+        let n = hf.get_added_tokens_decoder().keys().map(|&id| id as usize + 1).fold(size, usize::max);
         let to_byte = char_to_byte_table();
         let added = hf.get_added_vocabulary();
         let mut table = ByteDecoder {
-            bytes: Vec::with_capacity(n * 8),
+            bytes: Vec::with_capacity(n * 7),
             ends: Vec::with_capacity(n),
             known: vec![false; n],
             special: vec![false; n],
@@ -51,6 +54,9 @@ impl ByteDecoder {
             }
             let end = u32::try_from(table.bytes.len()).map_err(|_| "vocabulary bytes exceed 4 GiB")?;
             table.ends.push(end);
+        }
+        if table.known.iter().filter(|&&k| k).count() != size {
+            return Err("token ids are not contiguous".into());
         }
         table.bytes.shrink_to_fit();
         Ok(table)
