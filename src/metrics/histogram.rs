@@ -71,9 +71,11 @@ mod tests {
             h.observe(s);
         }
         let snap = h.snapshot();
+        let bucket = |bound: f64| BUCKETS_S.iter().position(|&b| b == bound).expect("a bound");
         assert_eq!(snap.count, 5);
-        assert_eq!(snap.buckets[0], 1); // ≤ 0.5 ms
-        assert_eq!(snap.buckets[3], 2); // ≤ 5 ms
+        assert_eq!(snap.buckets[bucket(0.0001)], 1); // ≤ 100 µs, on the bound
+        assert_eq!(snap.buckets[bucket(0.005)], 2); // (2.5 ms, 5 ms]
+        assert_eq!(snap.buckets[bucket(0.25)], 1); // (100 ms, 250 ms]
         assert_eq!(snap.buckets[BUCKETS_S.len()], 1); // +Inf
         let mut total = HistogramSnapshot::default();
         total.merge(&snap);
