@@ -70,8 +70,12 @@ pub struct Worker {
     lost_reason: Mutex<String>,
     /// Set by `DELETE /workers/{id}`: the supervisor drains, then removes the worker.
     removing: AtomicBool,
-    /// Requests in flight on this worker, all shards together.
+    /// Requests in flight on this worker, all shards together (`request_finished` counts down).
     pub in_flight: AtomicI64,
+    /// The supervisor's waker, woken when it has something to do (`lost`, `removing`, or the
+    /// last request of a draining worker finished): it sleeps between events instead of
+    /// polling, since every wake-up of an idle gateway costs CPU.
+    supervisor: atomic_waker::AtomicWaker,
     /// The load of each engine rank of the current connection (absent before the first
     /// handshake); replaced whole on each connection, since a restarted group may differ.
     ranks: ArcSwapOption<RankTable>,
@@ -94,6 +98,7 @@ impl Worker {
             lost_reason: Mutex::new(String::new()),
             removing: AtomicBool::new(false),
             in_flight: AtomicI64::new(0),
+            supervisor: atomic_waker::AtomicWaker::new(),
             ranks: ArcSwapOption::empty(),
             dp_wave: AtomicU64::new(0),
         }
@@ -145,6 +150,11 @@ impl Worker {
                 *r = reason.to_string();
             }
         }
+        self.supervisor.wake();
+    }
+
+    fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
     }
 
     pub(crate) fn take_lost(&self) -> Option<String> {
@@ -156,7 +166,38 @@ impl Worker {
     }
 
     pub(crate) fn request_removal(&self) {
-        self.removing.store(true, Ordering::Release);
+        self.removing.store(true, Ordering::SeqCst);
+        self.supervisor.wake();
+    }
+
+    /// One request left this worker (any shard). SeqCst with `drained`: the last request of a
+    /// draining worker always sees the removal flag, or the supervisor sees the count at zero.
+    pub(crate) fn request_finished(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::SeqCst) <= 1 && self.removing.load(Ordering::SeqCst) {
+            self.supervisor.wake();
+        }
+    }
+
+    /// Being removed, and no request is left on it.
+    pub(crate) fn drained(&self) -> bool {
+        self.removing.load(Ordering::SeqCst) && self.in_flight.load(Ordering::SeqCst) <= 0
+    }
+
+    pub(crate) fn is_lost_or_drained(&self) -> bool {
+        self.is_lost() || self.drained()
+    }
+
+    /// Resolves once `ready` holds, woken by the events above (only the supervisor waits).
+    pub(crate) async fn supervisor_event(&self, ready: impl Fn(&Worker) -> bool) {
+        std::future::poll_fn(|cx| {
+            self.supervisor.register(cx.waker());
+            if ready(self) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await
     }
 
     pub fn is_removing(&self) -> bool {
@@ -193,5 +234,60 @@ impl Worker {
     /// A label's string value.
     pub fn label(&self, name: &str) -> Option<String> {
         self.meta.read().ok()?.labels.get(name).and_then(Value::as_str).map(str::to_string)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::sync::atomic::AtomicUsize;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn worker() -> Worker {
+        let config = WorkerConfig {
+            url: "ipc:///tmp/w".into(),
+            path: "/tmp/w".into(),
+            backend: Backend::Vllm,
+            engine_count: 1,
+            handshake_address: None,
+        };
+        Worker::new(1, config, WorkerMeta { labels: Map::new(), priority: 0 })
+    }
+
+    /// The supervisor sleeps between events: each event that may end its wait wakes it, and
+    /// the wait ends only when its condition holds.
+    #[test]
+    fn the_supervisor_is_woken_by_loss_removal_and_the_last_request_of_a_drain() {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let w = worker();
+        w.in_flight.store(2, Ordering::SeqCst);
+        let mut drained = std::pin::pin!(w.supervisor_event(Worker::is_lost_or_drained));
+        assert!(drained.as_mut().poll(&mut cx).is_pending());
+        w.request_finished();
+        assert_eq!(count.0.load(Ordering::SeqCst), 0, "a request finishing outside a drain wakes nobody");
+        w.request_removal();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "a removal request wakes the supervisor");
+        assert!(drained.as_mut().poll(&mut cx).is_pending(), "one request is still in flight");
+        w.request_finished();
+        assert_eq!(count.0.load(Ordering::SeqCst), 2, "the drain's last request wakes it");
+        assert_eq!(drained.as_mut().poll(&mut cx), Poll::Ready(()));
+
+        let w = worker();
+        let mut lost = std::pin::pin!(w.supervisor_event(Worker::is_lost_or_drained));
+        assert!(lost.as_mut().poll(&mut cx).is_pending());
+        w.report_lost(w.epoch(), "engine gone");
+        assert_eq!(count.0.load(Ordering::SeqCst), 3, "a loss report wakes it");
+        assert_eq!(lost.as_mut().poll(&mut cx), Poll::Ready(()));
+        assert_eq!(w.take_lost().as_deref(), Some("engine gone"));
     }
 }

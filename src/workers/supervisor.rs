@@ -18,8 +18,6 @@ use crate::routing::RankTable;
 use crate::shard::mailbox::ShardMsg;
 use crate::shard::ShardCtx;
 
-/// How often the supervisor looks for loss reports and removal requests.
-const WATCH_TICK: Duration = Duration::from_millis(50);
 /// How often a ready worker's engines are pinged (a send to a vanished engine fails at once).
 const LIVENESS_PING_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -92,9 +90,7 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
 }
 
 async fn removal_requested(worker: &Worker) {
-    while !worker.is_removing() {
-        monoio::time::sleep(WATCH_TICK).await;
-    }
+    worker.supervisor_event(Worker::is_removing).await
 }
 
 /// Hands out the sockets, marks the worker ready, and returns once the engine is lost or the
@@ -204,17 +200,20 @@ async fn wait_for_shards(done: &AtomicUsize) {
 /// Watches a ready worker until some shard reports it lost, a ping fails, or a removal
 /// request has drained it.
 async fn watch(ctx: &Rc<ShardCtx>, worker: &Arc<Worker>) -> Ended {
-    let mut last_ping = Instant::now();
+    let mut next_ping = Instant::now() + LIVENESS_PING_INTERVAL;
     loop {
-        monoio::time::sleep(WATCH_TICK).await;
+        monoio::select! {
+            _ = worker.supervisor_event(Worker::is_lost_or_drained) => {},
+            _ = monoio::time::sleep_until(next_ping.into()) => {},
+        }
         if let Some(reason) = worker.take_lost() {
             return Ended::Lost(reason);
         }
-        if worker.is_removing() && worker.in_flight.load(Ordering::Acquire) <= 0 {
+        if worker.drained() {
             return Ended::Removed;
         }
-        if last_ping.elapsed() >= LIVENESS_PING_INTERVAL {
-            last_ping = Instant::now();
+        if Instant::now() >= next_ping {
+            next_ping = Instant::now() + LIVENESS_PING_INTERVAL;
             match ctx.link(worker.key) {
                 Some(link) => {
                     if let Err(e) = link.ping() {

@@ -265,7 +265,7 @@ impl EngineLink {
     fn retire(&self, request_id: &str) -> Option<Live> {
         let live = self.requests.borrow_mut().remove(request_id)?;
         self.ranks.finished(live.rank);
-        self.worker.in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.worker.request_finished();
         Some(live)
     }
 
