@@ -14,6 +14,7 @@ mod index;
 mod nfc;
 mod nfc_inert;
 mod shape;
+mod split;
 
 use std::borrow::Cow;
 
@@ -56,7 +57,7 @@ pub struct FastBpe {
     /// The normalizer is NFC (else there is none, or it is the identity).
     nfc: bool,
     /// Split pre-tokenizers, applied in order (behaviour `Isolated`).
-    splits: Vec<tokenizers::utils::SysRegex>,
+    splits: Vec<split::Splitter>,
     /// With `ignore_merges` (Llama 3, Tekken): the vocabulary by byte string, since a piece
     /// that is a vocabulary entry is that token. (Not kept for the others: skipping BPE for
     /// whole-token pieces saved about a tenth on prose and nothing on random text, for
@@ -157,7 +158,7 @@ impl FastBpe {
             return;
         };
         let mut prev = 0;
-        for (start, end) in re.find_iter(text) {
+        re.for_each_match(text, &mut |start, end| {
             if start > prev {
                 self.split_and_encode(cx, level + 1, &text[prev..start]);
             }
@@ -165,7 +166,7 @@ impl FastBpe {
                 self.split_and_encode(cx, level + 1, &text[start..end]);
             }
             prev = end;
-        }
+        });
         if prev < text.len() {
             self.split_and_encode(cx, level + 1, &text[prev..]);
         }

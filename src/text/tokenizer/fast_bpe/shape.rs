@@ -59,7 +59,7 @@ pub(super) fn normalizer_is_nfc(hf: &tokenizers::Tokenizer) -> Result<bool, Stri
 }
 
 /// `Split` regexes (isolated, not inverted) followed by a plain `ByteLevel`.
-pub(super) fn split_regexes(hf: &tokenizers::Tokenizer) -> Result<Vec<tokenizers::utils::SysRegex>, String> {
+pub(super) fn split_regexes(hf: &tokenizers::Tokenizer) -> Result<Vec<super::split::Splitter>, String> {
     let pre = to_json(hf.get_pre_tokenizer().ok_or("no pre-tokenizer")?)?;
     let steps = match pre.get("type").and_then(Value::as_str) {
         Some("Sequence") => pre.get("pretokenizers").and_then(Value::as_array).cloned().unwrap_or_default(),
@@ -79,9 +79,7 @@ pub(super) fn split_regexes(hf: &tokenizers::Tokenizer) -> Result<Vec<tokenizers
             let isolated = s.get("behavior").and_then(Value::as_str) == Some("Isolated");
             let inverted = s.get("invert").and_then(Value::as_bool) != Some(false);
             match (s.get("type").and_then(Value::as_str), pattern) {
-                (Some("Split"), Some(p)) if isolated && !inverted => {
-                    tokenizers::utils::SysRegex::new(p).map_err(|e| format!("split regex: {e}"))
-                }
+                (Some("Split"), Some(p)) if isolated && !inverted => super::split::Splitter::new(p),
                 _ => Err("pre-tokenizer step is not an isolated regex split".into()),
             }
         })
