@@ -15,14 +15,16 @@ use super::index::char_to_byte_table;
 use super::shape::to_json;
 
 pub struct ByteDecoder {
-    /// The bytes of every id, back to back; id `i` is `bytes[ends[i - 1]..ends[i]]`.
-    bytes: Vec<u8>,
-    ends: Vec<u32>,
-    /// Ids that `tokenizers` knows (others decode to nothing).
-    known: Vec<bool>,
-    /// Ids whose token is a special added token (dropped with `skip_special_tokens`).
-    special: Vec<bool>,
+    /// The bytes of every id, back to back.
+    bytes: Box<[u8]>,
+    /// Per id: where its bytes end (`END`), whether `tokenizers` knows it (others decode to
+    /// nothing), and whether it is a special added token (dropped with `skip_special_tokens`).
+    spans: Box<[u32]>,
 }
+
+const KNOWN: u32 = 1 << 31;
+const SPECIAL: u32 = 1 << 30;
+const END: u32 = SPECIAL - 1;
 
 impl ByteDecoder {
     /// The table for `hf`, or why its decode is not a plain byte-level one.
@@ -37,29 +39,36 @@ impl ByteDecoder {
         let n = hf.get_added_tokens_decoder().keys().map(|&id| id as usize + 1).fold(size, usize::max);
         let to_byte = char_to_byte_table();
         let added = hf.get_added_vocabulary();
-        let mut table = ByteDecoder {
-            bytes: Vec::with_capacity(n * 7),
-            ends: Vec::with_capacity(n),
-            known: vec![false; n],
-            special: vec![false; n],
-        };
-        for id in 0..n {
+        // ByteLevel's decode_chain: a token whose every char is a byte stand-in gives those
+        // bytes, any other token its UTF-8 as it is.
+        let token_bytes = |id: usize, out: &mut dyn FnMut(&[u8], bool)| {
             if let Some(token) = hf.id_to_token(id as u32) {
-                table.known[id] = true;
-                table.special[id] = added.is_special_token(&token);
-                // ByteLevel's decode_chain: a token whose every char is a byte stand-in gives
-                // those bytes, any other token its UTF-8 as it is.
                 let mapped: Option<Vec<u8>> = token.chars().map(|c| to_byte.get(&c).copied()).collect();
-                table.bytes.extend_from_slice(mapped.as_deref().unwrap_or(token.as_bytes()));
+                out(mapped.as_deref().unwrap_or(token.as_bytes()), added.is_special_token(&token));
             }
-            let end = u32::try_from(table.bytes.len()).map_err(|_| "vocabulary bytes exceed 4 GiB")?;
-            table.ends.push(end);
+        };
+        // Two passes, so both tables are allocated once at their exact size: a grown or shrunk
+        // table left several MiB of the allocator's pages resident around it.
+        let mut spans = Vec::with_capacity(n);
+        let (mut end, mut known) = (0usize, 0usize);
+        for id in 0..n {
+            let mut flags = 0;
+            token_bytes(id, &mut |bytes, special| {
+                end += bytes.len();
+                known += 1;
+                flags = KNOWN | if special { SPECIAL } else { 0 };
+            });
+            let at = u32::try_from(end).ok().filter(|&e| e <= END).ok_or("vocabulary bytes exceed 1 GiB")?;
+            spans.push(at | flags);
         }
-        if table.known.iter().filter(|&&k| k).count() != size {
+        if known != size {
             return Err("token ids are not contiguous".into());
         }
-        table.bytes.shrink_to_fit();
-        Ok(table)
+        let mut bytes = Vec::with_capacity(end);
+        for id in 0..n {
+            token_bytes(id, &mut |b, _| bytes.extend_from_slice(b));
+        }
+        Ok(ByteDecoder { bytes: bytes.into_boxed_slice(), spans: spans.into_boxed_slice() })
     }
 
     /// `tokenizers`' decode: the ids' bytes, UTF-8 with U+FFFD for broken sequences.
@@ -67,11 +76,12 @@ impl ByteDecoder {
         let mut out = Vec::with_capacity(ids.len() * 8);
         for &id in ids {
             let i = id as usize;
-            if i >= self.known.len() || !self.known[i] || (skip_special_tokens && self.special[i]) {
+            let Some(&span) = self.spans.get(i) else { continue };
+            if span & KNOWN == 0 || (skip_special_tokens && span & SPECIAL != 0) {
                 continue;
             }
-            let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-            out.extend_from_slice(&self.bytes[start..self.ends[i] as usize]);
+            let start = if i == 0 { 0 } else { (self.spans[i - 1] & END) as usize };
+            out.extend_from_slice(&self.bytes[start..(span & END) as usize]);
         }
         String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
