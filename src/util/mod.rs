@@ -4,3 +4,5 @@ pub mod ids;
 pub mod json;
 pub mod signal;
 pub mod time;
+#[cfg(test)]
+pub(crate) mod wake_count;

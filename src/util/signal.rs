@@ -100,25 +100,17 @@ impl Drop for Wait<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use crate::util::wake_count::WakeCount;
     use std::sync::Arc;
     use std::task::Wake;
 
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
     /// A distinct waker every time (what a task's waker looks like to `will_wake` when its
     /// vtable pointer differs), counting into `count`.
-    fn fresh_waker(count: &Arc<Count>) -> Waker {
-        struct Forward(Arc<Count>);
+    fn fresh_waker(count: &Arc<WakeCount>) -> Waker {
+        struct Forward(Arc<WakeCount>);
         impl Wake for Forward {
             fn wake(self: Arc<Self>) {
-                self.0 .0.fetch_add(1, Ordering::SeqCst);
+                self.0.wake_by_ref();
             }
         }
         Waker::from(Arc::new(Forward(count.clone())))
@@ -127,7 +119,7 @@ mod tests {
     #[test]
     fn repolling_does_not_grow_the_waiter_list() {
         let s = LocalSignal::default();
-        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let count = Arc::new(WakeCount::default());
         let mut wait = Box::pin(s.wait());
         for _ in 0..1000 {
             let waker = fresh_waker(&count);
@@ -135,14 +127,14 @@ mod tests {
         }
         assert_eq!(s.waiting(), 1);
         s.raise();
-        assert_eq!(count.0.load(Ordering::SeqCst), 1, "the latest waker is woken, once");
+        assert_eq!(count.get(), 1, "the latest waker is woken, once");
         assert!(wait.as_mut().poll(&mut Context::from_waker(&fresh_waker(&count))).is_ready());
     }
 
     #[test]
     fn dropped_waiters_leave_and_the_rest_are_woken() {
         let s = LocalSignal::default();
-        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let count = Arc::new(WakeCount::default());
         let mut kept = Vec::new();
         for i in 0..100 {
             let mut w = Box::pin(s.wait());
@@ -157,7 +149,7 @@ mod tests {
         assert!(again.as_mut().poll(&mut Context::from_waker(&fresh_waker(&count))).is_pending());
         assert_eq!(s.waiters.borrow().slots.len(), 51);
         s.raise();
-        assert_eq!(count.0.load(Ordering::SeqCst), 51);
+        assert_eq!(count.get(), 51);
         assert!(s.is_raised());
         let waker = Waker::from(count.clone());
         assert!(Box::pin(s.wait()).as_mut().poll(&mut Context::from_waker(&waker)).is_ready());

@@ -240,16 +240,9 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::wake_count::WakeCount;
     use std::future::Future;
-    use std::sync::atomic::AtomicUsize;
-    use std::task::{Context, Poll, Wake, Waker};
-
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use std::task::{Context, Poll, Waker};
 
     fn worker() -> Worker {
         let config = WorkerConfig {
@@ -266,7 +259,7 @@ mod tests {
     /// the wait ends only when its condition holds.
     #[test]
     fn the_supervisor_is_woken_by_loss_removal_and_the_last_request_of_a_drain() {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let count = Arc::new(WakeCount::default());
         let waker = Waker::from(count.clone());
         let mut cx = Context::from_waker(&waker);
         let w = worker();
@@ -274,19 +267,19 @@ mod tests {
         let mut drained = std::pin::pin!(w.supervisor_event(Worker::is_lost_or_drained));
         assert!(drained.as_mut().poll(&mut cx).is_pending());
         w.request_finished();
-        assert_eq!(count.0.load(Ordering::SeqCst), 0, "a request finishing outside a drain wakes nobody");
+        assert_eq!(count.get(), 0, "a request finishing outside a drain wakes nobody");
         w.request_removal();
-        assert_eq!(count.0.load(Ordering::SeqCst), 1, "a removal request wakes the supervisor");
+        assert_eq!(count.get(), 1, "a removal request wakes the supervisor");
         assert!(drained.as_mut().poll(&mut cx).is_pending(), "one request is still in flight");
         w.request_finished();
-        assert_eq!(count.0.load(Ordering::SeqCst), 2, "the drain's last request wakes it");
+        assert_eq!(count.get(), 2, "the drain's last request wakes it");
         assert_eq!(drained.as_mut().poll(&mut cx), Poll::Ready(()));
 
         let w = worker();
         let mut lost = std::pin::pin!(w.supervisor_event(Worker::is_lost_or_drained));
         assert!(lost.as_mut().poll(&mut cx).is_pending());
         w.report_lost(w.epoch(), "engine gone");
-        assert_eq!(count.0.load(Ordering::SeqCst), 3, "a loss report wakes it");
+        assert_eq!(count.get(), 3, "a loss report wakes it");
         assert_eq!(lost.as_mut().poll(&mut cx), Poll::Ready(()));
         assert_eq!(w.take_lost().as_deref(), Some("engine gone"));
     }
