@@ -308,9 +308,9 @@ async fn stream(
     let mut gone = std::pin::pin!(gone);
     let mut start = 0;
     let keepalive = std::time::Duration::from_secs(crate::limits::sse_keepalive_interval_s);
-    // One timer for the whole stream, not one per chunk: when it fires early (the stream was
-    // not silent), it is moved to a keep-alive interval after the last write.
-    let mut last_write = Instant::now();
+    // One timer for the whole stream, not one per chunk: when it fires early (a token or a
+    // comment went out since), it is moved to a keep-alive interval after that.
+    let mut last_comment = Instant::now();
     let mut silence = std::pin::pin!(monoio::time::sleep(keepalive));
     while subs.iter().any(Option::is_some) {
         let first = monoio::select! {
@@ -320,15 +320,15 @@ async fn stream(
                 return Outcome::ClientGone;
             }
             _ = &mut silence => {
-                let due = last_write + keepalive;
+                let due = last_token.map_or(last_comment, |t: Instant| t.max(last_comment)) + keepalive;
                 if Instant::now() < due {
                     silence.as_mut().reset(due.into());
                     continue;
                 }
                 // Waiting for a first token (a long prefill, a queue) or a stalled engine:
                 // proxies and clients drop connections that stay silent for 30-60 s.
-                last_write = Instant::now();
-                silence.as_mut().reset((last_write + keepalive).into());
+                last_comment = Instant::now();
+                silence.as_mut().reset((last_comment + keepalive).into());
                 r.push_sse_comment("keepalive");
                 if r.flush().await.is_err() {
                     tracing::info!("request {}: client went away while waiting; aborting", g.response_id);
@@ -365,16 +365,13 @@ async fn stream(
             }
             next = try_next_any(&subs);
         }
-        let wrote = !payloads.is_empty();
         if emit(r, &mut payloads).await.is_err() {
             tracing::info!("request {}: client went away mid-stream; aborting", g.response_id);
             return Outcome::ClientGone;
         }
-        if wrote {
-            last_write = Instant::now();
-            if let (None, Some(_), Some(arrived)) = (gateway_ttft, first_token, first_output_at) {
-                gateway_ttft = Some((submitted - g.started) + last_write.saturating_duration_since(arrived));
-            }
+        if let (None, Some(_), Some(arrived)) = (gateway_ttft, first_token, first_output_at) {
+            // The first token's chunk is written: the clock is read once per stream here.
+            gateway_ttft = Some((submitted - g.started) + arrived.elapsed());
         }
     }
     if g.params.include_usage {
