@@ -118,6 +118,20 @@ fn texts(tok: &Tokenizer, rng: &mut SmallRng, every_token: bool) -> Vec<String> 
                 .collect(),
         );
     }
+    // More pieces than one batch merges together (16), with added tokens and pieces too long
+    // for the batch among them: the order of the ids must hold across every flush.
+    for _ in 0..300 {
+        let n = rng.random_range(17..80);
+        out.push(
+            (0..n)
+                .map(|_| match rng.random_range(0..20) {
+                    0 if !added.is_empty() => added[rng.random_range(0..added.len())].clone(),
+                    1 => format!(" {} ", "z".repeat(rng.random_range(250..400))),
+                    _ => PIECES[rng.random_range(0..PIECES.len())].to_string(),
+                })
+                .collect(),
+        );
+    }
     // Past the linear-scan limit: one piece of 256, 257 and many bytes.
     for n in [255, 256, 257, 1000, 5000] {
         out.push("a".repeat(n));

@@ -1,12 +1,10 @@
-//! Lookup tables of the fast encoder: the merge table's hasher, the vocabulary by byte string,
+//! Lookup tables of the fast encoder: the vocabulary by byte string (and its hasher),
 //! and the byte-level (GPT-2) byte ↔ char map.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::Merge;
-
-/// Merge table key hasher: the key is already two token ids packed in a u64.
+/// A hasher for keys that are already hashes (or packed ids): one multiply.
 #[derive(Default)]
 pub(super) struct PairHasher(u64);
 
@@ -23,8 +21,6 @@ impl Hasher for PairHasher {
         self.0 = (n ^ (n >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
-
-pub(super) type PairMap = HashMap<u64, Merge, BuildHasherDefault<PairHasher>>;
 
 /// The vocabulary by byte string (for `ignore_merges` models): ids behind a 64-bit
 /// hash, the bytes kept once in an arena to confirm a hit.

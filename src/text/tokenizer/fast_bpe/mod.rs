@@ -11,10 +11,12 @@
 
 mod decode;
 mod index;
+mod merge_table;
 mod nfc;
 mod nfc_inert;
 mod shape;
 mod split;
+mod window;
 
 use std::borrow::Cow;
 
@@ -23,25 +25,15 @@ use serde_json::Value;
 use tokenizers::Model;
 
 pub use decode::ByteDecoder;
-use index::{byte_to_char_table, PairMap, TokenIndex};
+use index::{byte_to_char_table, TokenIndex};
+use merge_table::{pair_key, Merge, MergeTable};
 use nfc::nfc;
 use shape::{added_passes, normalizer_is_nfc, split_regexes, to_json, BpeModel};
+use window::PieceWindow;
 
 /// Pieces longer than this (in bytes) go to `tokenizers`' own BPE: its heap is O(n log n)
 /// where the linear scan here is O(n²).
 const LINEAR_PIECE_BYTES_MAX: usize = 256;
-
-#[derive(Clone, Copy)]
-struct Merge {
-    rank: u32,
-    id: u32,
-}
-
-const NO_MERGE: Merge = Merge { rank: u32::MAX, id: 0 };
-
-fn pair_key(a: u32, b: u32) -> u64 {
-    (u64::from(a) << 32) | u64::from(b)
-}
 
 /// One pass of added-token extraction: leftmost-longest, as `tokenizers`' tries match.
 struct AddedPass {
@@ -67,7 +59,7 @@ pub struct FastBpe {
     /// The merge of every byte pair (256 × 256): the first and most frequent lookups, kept
     /// off the hash table.
     byte_pairs: Box<[Merge]>,
-    merges: PairMap,
+    merges: MergeTable,
     /// The post-processor adds no tokens even with `add_special_tokens`.
     post_adds_nothing: bool,
 }
@@ -98,18 +90,19 @@ impl FastBpe {
         for (b, id) in byte_ids.iter_mut().enumerate() {
             *id = *model.vocab.get(to_char[b].to_string().as_str()).ok_or("a byte is missing from the vocabulary")?;
         }
-        let mut merges = PairMap::with_capacity_and_hasher(model.merges.len(), Default::default());
+        let mut entries = Vec::with_capacity(model.merges.len());
         for (rank, (a, b)) in model.merges.iter().enumerate() {
             let (Some(&a_id), Some(&b_id), Some(&id)) =
                 (model.vocab.get(a), model.vocab.get(b), model.vocab.get(format!("{a}{b}").as_str()))
             else {
                 return Err(format!("merge {a:?} {b:?} is not in the vocabulary"));
             };
-            merges.insert(pair_key(a_id, b_id), Merge { rank: rank as u32, id });
+            entries.push((pair_key(a_id, b_id), Merge { rank: rank as u32, id }));
         }
-        let byte_pairs = (0..256 * 256)
-            .map(|k| merges.get(&pair_key(byte_ids[k >> 8], byte_ids[k & 0xff])).copied().unwrap_or(NO_MERGE))
-            .collect();
+        let merges = MergeTable::new(&entries);
+        drop(entries);
+        let byte_pairs =
+            (0..256 * 256).map(|k| merges.get(merges.probe(pair_key(byte_ids[k >> 8], byte_ids[k & 0xff])))).collect();
         let whole_tokens = model.ignore_merges.then(|| TokenIndex::new(&model.vocab));
         let (raw_added, normalized_added) = added_passes(hf, nfc)?;
         Ok(FastBpe {
@@ -132,19 +125,24 @@ impl FastBpe {
 
     pub fn encode(&self, hf: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>, String> {
         let mut out = Vec::with_capacity(text.len() / 3 + 8);
-        let mut cx = Cx { hf, scratch: Scratch::default(), out: &mut out, result: Ok(()) };
+        // The window's buffers are the thread's, kept between encodes (a few KiB).
+        let window = WINDOW.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        let mut cx = Cx { hf, window, out: &mut out, result: Ok(()) };
         for_each_segment(self.raw_added.as_ref(), text, &mut |seg| match seg {
-            Segment::Token(id) => cx.out.push(id),
+            Segment::Token(id) => cx.window.push_token(id, &self.merges, cx.out),
             Segment::Text(gap) => self.encode_gap(&mut cx, gap),
         });
-        cx.result.map(|()| out)
+        cx.window.finish(&self.merges, cx.out);
+        let Cx { window, result, .. } = cx;
+        WINDOW.with(|w| *w.borrow_mut() = window);
+        result.map(|()| out)
     }
 
     /// Text between raw added tokens: normalize, then the normalized added tokens, then split.
     fn encode_gap(&self, cx: &mut Cx, gap: &str) {
         let normalized = if self.nfc { nfc(gap) } else { Cow::Borrowed(gap) };
         for_each_segment(self.normalized_added.as_ref(), &normalized, &mut |seg| match seg {
-            Segment::Token(id) => cx.out.push(id),
+            Segment::Token(id) => cx.window.push_token(id, &self.merges, cx.out),
             Segment::Text(text) => self.split_and_encode(cx, 0, text),
         });
     }
@@ -172,95 +170,41 @@ impl FastBpe {
         }
     }
 
-    /// One pre-tokenized piece: the vocabulary entry it is (`ignore_merges`), else BPE.
+    /// One pre-tokenized piece: the vocabulary entry it is (`ignore_merges`), else BPE, in
+    /// the window (see `window.rs`).
     fn encode_piece(&self, cx: &mut Cx, piece: &[u8]) -> Result<(), String> {
-        if let Some(id) = self.whole_tokens.as_ref().and_then(|t| t.get(piece)) {
-            cx.out.push(id);
-            return Ok(());
+        if piece.len() > LINEAR_PIECE_BYTES_MAX {
+            return self.bpe_long(cx, piece);
         }
-        self.bpe(cx, piece)
-    }
-
-    fn bpe(&self, cx: &mut Cx, piece: &[u8]) -> Result<(), String> {
-        let Cx { hf, scratch, out, .. } = cx;
-        let n = piece.len();
-        if n > LINEAR_PIECE_BYTES_MAX {
-            let to_char = byte_to_char_table();
-            let chars: String = piece.iter().map(|&b| to_char[b as usize]).collect();
-            let tokens = hf.get_model().tokenize(&chars).map_err(|e| format!("tokenization failed: {e}"))?;
-            out.extend(tokens.iter().map(|t| t.id));
-            return Ok(());
-        }
-        if n < 2 {
-            out.extend(piece.iter().map(|&b| self.byte_ids[b as usize]));
-            return Ok(());
-        }
-        // Symbols stay where they started: a merge folds the right symbol into the left one and
-        // unlinks it, so nothing is shifted. `ranks[i]` is the merge of i and its successor.
-        let Scratch { symbols, next, prev, ranks } = scratch;
-        symbols.clear();
-        symbols.extend(piece.iter().map(|&b| self.byte_ids[b as usize]));
-        next.clear();
-        next.extend(1..=n as u16);
-        prev.clear();
-        prev.extend((0..n as u16).map(|i| i.saturating_sub(1)));
-        ranks.clear();
-        ranks.extend(piece.windows(2).map(|w| self.byte_pairs[(usize::from(w[0]) << 8) | usize::from(w[1])]));
-        ranks.push(NO_MERGE);
-        loop {
-            // The lowest-ranked pair, leftmost on ties: what `tokenizers`' heap pops.
-            let (mut best, mut merge) = (0usize, NO_MERGE);
-            let mut i = 0usize;
-            while i < n {
-                if ranks[i].rank < merge.rank {
-                    (best, merge) = (i, ranks[i]);
-                }
-                i = usize::from(next[i]);
-            }
-            if merge.rank == NO_MERGE.rank {
-                break;
-            }
-            symbols[best] = merge.id;
-            let after = usize::from(next[usize::from(next[best])]);
-            next[best] = after as u16;
-            if after < n {
-                prev[after] = best as u16;
-                ranks[best] = self.merge(symbols[best], symbols[after]);
-            } else {
-                ranks[best] = NO_MERGE;
-            }
-            if best > 0 {
-                let left = usize::from(prev[best]);
-                ranks[left] = self.merge(symbols[left], symbols[best]);
-            }
-        }
-        let mut i = 0usize;
-        while i < n {
-            out.push(symbols[i]);
-            i = usize::from(next[i]);
+        match self.whole_tokens.as_ref().and_then(|t| t.get(piece)) {
+            Some(id) => cx.window.push_token(id, &self.merges, cx.out),
+            None => cx.window.push_bytes(piece, (&self.byte_ids, &self.byte_pairs), &self.merges, cx.out),
         }
         Ok(())
     }
 
-    fn merge(&self, a: u32, b: u32) -> Merge {
-        self.merges.get(&pair_key(a, b)).copied().unwrap_or(NO_MERGE)
+    /// A piece too long for the window's quadratic scan: `tokenizers`' own BPE, after the
+    /// window's pieces (which come before it).
+    fn bpe_long(&self, cx: &mut Cx, piece: &[u8]) -> Result<(), String> {
+        cx.window.finish(&self.merges, cx.out);
+        let to_char = byte_to_char_table();
+        let chars: String = piece.iter().map(|&b| to_char[b as usize]).collect();
+        let tokens = cx.hf.get_model().tokenize(&chars).map_err(|e| format!("tokenization failed: {e}"))?;
+        cx.out.extend(tokens.iter().map(|t| t.id));
+        Ok(())
     }
 }
 
-/// One encode's state: the output, the first error, and BPE buffers reused across pieces.
-struct Cx<'a> {
-    hf: &'a tokenizers::Tokenizer,
-    scratch: Scratch,
-    out: &'a mut Vec<u32>,
-    result: Result<(), String>,
+thread_local! {
+    static WINDOW: std::cell::RefCell<PieceWindow> = std::cell::RefCell::new(PieceWindow::default());
 }
 
-#[derive(Default)]
-struct Scratch {
-    symbols: Vec<u32>,
-    next: Vec<u16>,
-    prev: Vec<u16>,
-    ranks: Vec<Merge>,
+/// One encode's state: the output, the first error, and the pieces not yet merged.
+struct Cx<'a> {
+    hf: &'a tokenizers::Tokenizer,
+    window: PieceWindow,
+    out: &'a mut Vec<u32>,
+    result: Result<(), String>,
 }
 
 enum Segment<'a> {
