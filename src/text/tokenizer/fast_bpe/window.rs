@@ -14,13 +14,13 @@ use super::merge_table::{pair_key, Merge, MergeTable, Probe, NO_MERGE};
 /// Pieces merging at once: enough steps of other pieces to cover a miss to memory.
 const WINDOW_PIECES: usize = 16;
 
-/// Symbols kept before the buffers are drained and reused (the thread keeps them; ~18 bytes
+/// Symbols kept before the buffers are drained and reused (the thread keeps them; 16 bytes
 /// each).
 const SYMBOLS_MAX: usize = 4096;
 
 #[derive(Clone, Copy)]
 struct Piece {
-    /// Start in the flat arrays.
+    /// Start in `syms`.
     base: u32,
     /// Symbols at the start (bytes, or 1 for a piece pushed as a token).
     len: u16,
@@ -31,16 +31,23 @@ struct Piece {
     done: bool,
 }
 
-/// Symbols stay where they started: a merge folds the right symbol into the left one and
-/// unlinks it, so nothing is shifted. `ranks[i]` and `merged[i]` are the merge of i and its
-/// successor (apart, so the scan for the lowest rank reads only ranks).
+/// One symbol of a piece. Symbols stay where they started: a merge folds the right symbol
+/// into the left one and unlinks it, so nothing is shifted. `rank` and `merged` are the merge
+/// of this symbol and its successor; `next` and `prev` are positions within the piece. One
+/// record per symbol (not an array per field): a step touches every field of a few symbols,
+/// and the scan reads `rank` and `next` together.
+#[derive(Clone, Copy)]
+struct Sym {
+    rank: u32,
+    merged: u32,
+    id: u32,
+    next: u16,
+    prev: u16,
+}
+
 #[derive(Default)]
 pub(super) struct PieceWindow {
-    symbols: Vec<u32>,
-    next: Vec<u16>,
-    prev: Vec<u16>,
-    ranks: Vec<u32>,
-    merged: Vec<u32>,
+    syms: Vec<Sym>,
     /// In push order; the first `emitted` are in the output.
     pieces: Vec<Piece>,
     emitted: usize,
@@ -51,12 +58,14 @@ pub(super) struct PieceWindow {
 impl PieceWindow {
     /// A piece that is already one token (an added token, or a whole vocabulary entry).
     pub(super) fn push_token(&mut self, id: u32, merges: &MergeTable, out: &mut Vec<u32>) {
-        self.push_symbols(std::iter::once(id), std::iter::once(NO_MERGE));
+        let base = self.syms.len();
+        self.syms.push(Sym { rank: NO_MERGE.rank, merged: NO_MERGE.id, id, next: 1, prev: 0 });
+        self.add_piece(base);
         self.advance(merges, out);
     }
 
-    /// A piece of at most `u16::MAX` bytes, as byte-level symbols; `byte_pairs` gives the merge
-    /// of every byte pair (`(a << 8) | b`).
+    /// A piece of 1 to `u16::MAX` bytes, as byte-level symbols; `byte_pairs` gives the merge of
+    /// every byte pair (`(a << 8) | b`).
     pub(super) fn push_bytes(
         &mut self,
         piece: &[u8],
@@ -64,24 +73,21 @@ impl PieceWindow {
         merges: &MergeTable,
         out: &mut Vec<u32>,
     ) {
-        debug_assert!(piece.len() < usize::from(u16::MAX));
+        debug_assert!(!piece.is_empty() && piece.len() < usize::from(u16::MAX));
         let (byte_ids, byte_pairs) = tables;
-        let pairs = piece.windows(2).map(|w| byte_pairs[(usize::from(w[0]) << 8) | usize::from(w[1])]);
-        self.push_symbols(piece.iter().map(|&b| byte_ids[usize::from(b)]), pairs.chain(std::iter::once(NO_MERGE)));
+        let base = self.syms.len();
+        self.syms.extend(piece.iter().enumerate().map(|(i, &b)| {
+            let m = piece.get(i + 1).map_or(NO_MERGE, |&c| byte_pairs[(usize::from(b) << 8) | usize::from(c)]);
+            let i = i as u16;
+            Sym { rank: m.rank, merged: m.id, id: byte_ids[usize::from(b)], next: i + 1, prev: i.saturating_sub(1) }
+        }));
+        self.add_piece(base);
         self.advance(merges, out);
     }
 
-    fn push_symbols(&mut self, symbols: impl Iterator<Item = u32>, merges: impl Iterator<Item = Merge>) {
-        let base = self.symbols.len();
-        self.symbols.extend(symbols);
-        for m in merges {
-            self.ranks.push(m.rank);
-            self.merged.push(m.id);
-        }
-        let n = self.symbols.len() - base;
-        debug_assert_eq!(self.ranks.len(), self.symbols.len());
-        self.next.extend(1..=n as u16);
-        self.prev.extend((0..n as u16).map(|i| i.saturating_sub(1)));
+    /// Makes the symbols pushed from `base` on one piece.
+    fn add_piece(&mut self, base: usize) {
+        let n = self.syms.len() - base;
         if n >= 2 {
             self.window.push(self.pieces.len() as u32);
         }
@@ -92,7 +98,7 @@ impl PieceWindow {
 
     /// Steps the window until it has room, then moves every done piece at the front to `out`.
     fn advance(&mut self, merges: &MergeTable, out: &mut Vec<u32>) {
-        if self.symbols.len() > SYMBOLS_MAX {
+        if self.syms.len() > SYMBOLS_MAX {
             return self.finish(merges, out);
         }
         while self.window.len() >= WINDOW_PIECES {
@@ -109,11 +115,7 @@ impl PieceWindow {
         }
         self.emit(out);
         debug_assert_eq!(self.emitted, self.pieces.len());
-        self.symbols.clear();
-        self.next.clear();
-        self.prev.clear();
-        self.ranks.clear();
-        self.merged.clear();
+        self.syms.clear();
         self.pieces.clear();
         self.emitted = 0;
     }
@@ -135,10 +137,11 @@ impl PieceWindow {
     fn emit(&mut self, out: &mut Vec<u32>) {
         while let Some(piece) = self.pieces.get(self.emitted).filter(|p| p.done) {
             let (base, n) = (piece.base as usize, usize::from(piece.len));
+            let syms = &self.syms[base..base + n];
             let mut i = 0usize;
             while i < n {
-                out.push(self.symbols[base + i]);
-                i = usize::from(self.next[base + i]);
+                out.push(syms[i].id);
+                i = usize::from(syms[i].next);
             }
             self.emitted += 1;
         }
@@ -149,37 +152,34 @@ impl PieceWindow {
     fn step(&mut self, p: usize, merges: &MergeTable) -> bool {
         let piece = &mut self.pieces[p];
         let (base, n) = (piece.base as usize, usize::from(piece.len));
-        let symbols = &mut self.symbols[base..base + n];
-        let next = &mut self.next[base..base + n];
-        let prev = &mut self.prev[base..base + n];
-        let ranks = &mut self.ranks[base..base + n];
-        let merged = &mut self.merged[base..base + n];
+        let syms = &mut self.syms[base..base + n];
         for &(pos, probe) in &piece.pending[..usize::from(piece.pending_len)] {
             let m = merges.get(probe);
-            (ranks[usize::from(pos)], merged[usize::from(pos)]) = (m.rank, m.id);
+            let sym = &mut syms[usize::from(pos)];
+            (sym.rank, sym.merged) = (m.rank, m.id);
         }
         piece.pending_len = 0;
-        let (best, low) = lowest_rank(ranks, next);
+        let (best, low) = lowest_rank(syms);
         if low == NO_MERGE.rank {
             return false;
         }
-        symbols[best] = merged[best];
-        let after = usize::from(next[usize::from(next[best])]);
-        next[best] = after as u16;
+        syms[best].id = syms[best].merged;
+        let after = usize::from(syms[usize::from(syms[best].next)].next);
+        syms[best].next = after as u16;
         let mut defer = |pos: usize, key: u64| {
             let probe = merges.prefetch(key);
             piece.pending[usize::from(piece.pending_len)] = (pos as u16, probe);
             piece.pending_len += 1;
         };
         if after < n {
-            prev[after] = best as u16;
-            defer(best, pair_key(symbols[best], symbols[after]));
+            syms[after].prev = best as u16;
+            defer(best, pair_key(syms[best].id, syms[after].id));
         } else {
-            ranks[best] = NO_MERGE.rank;
+            syms[best].rank = NO_MERGE.rank;
         }
         if best > 0 {
-            let left = usize::from(prev[best]);
-            defer(left, pair_key(symbols[left], symbols[best]));
+            let left = usize::from(syms[best].prev);
+            defer(left, pair_key(syms[left].id, syms[best].id));
         }
         true
     }
@@ -187,14 +187,14 @@ impl PieceWindow {
 
 /// The lowest-ranked pair and its rank, leftmost on ties: what `tokenizers`' heap pops. Only
 /// linked symbols are visited (a select, not a branch, on the rank).
-fn lowest_rank(ranks: &[u32], next: &[u16]) -> (usize, u32) {
+fn lowest_rank(syms: &[Sym]) -> (usize, u32) {
     let (mut best, mut low) = (0usize, NO_MERGE.rank);
     let mut i = 0usize;
-    while i < ranks.len() {
-        if ranks[i] < low {
-            (best, low) = (i, ranks[i]);
+    while i < syms.len() {
+        if syms[i].rank < low {
+            (best, low) = (i, syms[i].rank);
         }
-        i = usize::from(next[i]);
+        i = usize::from(syms[i].next);
     }
     (best, low)
 }
