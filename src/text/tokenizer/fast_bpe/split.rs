@@ -83,12 +83,20 @@ impl Gpt4 {
         })
     }
 
+    #[inline]
     fn class(&self, c: char) -> u8 {
-        let slot = &self.classes[c as usize];
-        let known = slot.load(Ordering::Relaxed);
+        let known = self.classes[c as usize].load(Ordering::Relaxed);
         if known & KNOWN != 0 {
             return known;
         }
+        self.classify(c)
+    }
+
+    /// The first time a char is seen: ask onig, and remember.
+    #[cold]
+    #[inline(never)]
+    fn classify(&self, c: char) -> u8 {
+        let slot = &self.classes[c as usize];
         let mut buf = [0u8; 4];
         let s: &str = c.encode_utf8(&mut buf);
         let has = |re: &SysRegex, bit: u8| if re.find_iter(s).next().is_some() { bit } else { 0 };
@@ -104,14 +112,16 @@ impl Gpt4 {
     }
 
     /// The end of the run of chars from `at` whose class satisfies `keep`.
-    fn run_end(&self, text: &str, mut at: usize, keep: impl Fn(char, u8) -> bool) -> usize {
-        while let Some((c, class, next)) = self.at(text, at) {
-            if !keep(c, class) {
+    fn run_end(&self, text: &str, at: usize, keep: impl Fn(char, u8) -> bool) -> usize {
+        // One pass of `chars` (not `at` per char, which re-slices and re-checks the boundary).
+        let mut end = at;
+        for c in text[at..].chars() {
+            if !keep(c, self.class(c)) {
                 break;
             }
-            at = next;
+            end += c.len_utf8();
         }
-        at
+        end
     }
 
     /// The end of the match that starts at `at` (< text.len()): the branches in order.
