@@ -37,8 +37,8 @@ struct Slot {
 const EMPTY_SLOT: Slot = Slot { key: EMPTY, merge: NO_MERGE };
 
 /// One cache line of slots. A key's probe starts at the first slot of its home line and goes
-/// on in order, so a lookup, absent keys included, nearly always ends in the one line
-/// prefetched (at load ≤ 3/4, about one line in twenty overflows into the next).
+/// on in order, so a lookup, absent keys included, ends in the one line prefetched unless that
+/// line is full (the table is sized for a load of at most 2/3).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Line([Slot; 4]);

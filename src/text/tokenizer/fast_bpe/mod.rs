@@ -178,7 +178,7 @@ impl FastBpe {
         }
         match self.whole_tokens.as_ref().and_then(|t| t.get(piece)) {
             Some(id) => cx.window.push_token(id, &self.merges, cx.out),
-            None => cx.window.push_bytes(piece, (&self.byte_ids, &self.byte_pairs), &self.merges, cx.out),
+            None => cx.window.push_bytes(piece, &self.byte_ids, &self.byte_pairs, &self.merges, cx.out),
         }
         Ok(())
     }

@@ -69,12 +69,12 @@ impl PieceWindow {
     pub(super) fn push_bytes(
         &mut self,
         piece: &[u8],
-        tables: (&[u32; 256], &[Merge]),
+        byte_ids: &[u32; 256],
+        byte_pairs: &[Merge],
         merges: &MergeTable,
         out: &mut Vec<u32>,
     ) {
         debug_assert!(!piece.is_empty() && piece.len() < usize::from(u16::MAX));
-        let (byte_ids, byte_pairs) = tables;
         let base = self.syms.len();
         self.syms.extend(piece.iter().enumerate().map(|(i, &b)| {
             let m = piece.get(i + 1).map_or(NO_MERGE, |&c| byte_pairs[(usize::from(b) << 8) | usize::from(c)]);
