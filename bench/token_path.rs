@@ -20,6 +20,8 @@
 //!
 //! Medians of repeated rounds, ours and the baseline alternating round by round.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -33,7 +35,7 @@ use shardgate::pipeline::generate::Format;
 use shardgate::pipeline::params::{self, Endpoint, OutputOptions};
 use shardgate::pipeline::parse::ParsedDelta;
 use shardgate::text::detokenize::IncrementalDecoder;
-use shardgate::text::model::{ModelAssets, ModelSource};
+use shardgate::text::model::ModelAssets;
 use shardgate::text::stops;
 use shardgate::text::tokenizer::Tokenizer;
 
@@ -72,18 +74,6 @@ struct Row {
     ours_ns: f64,
     base_ns: f64,
     target_ratio: f64,
-}
-
-fn model() -> ModelAssets {
-    let dir = shardgate::demo::ensure_demo_model().expect("demo model");
-    ModelAssets::load(&ModelSource {
-        model_path: dir,
-        tokenizer_path: None,
-        chat_template: None,
-        served_name: "bench".into(),
-        use_generation_config: true,
-    })
-    .expect("model")
 }
 
 /// Output ids of ordinary text: what a model streams.
@@ -263,23 +253,8 @@ fn request_decoding() -> Row {
 /// (what `shardgate bench` sends: 40 of them, more words than `tokenizers`' 10,000-word cache
 /// holds, as with distinct prompts in production), or one of English prose (repeated words).
 fn chat_prompts(tok: &Tokenizer, random_tokens: bool) -> Vec<String> {
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut body = || {
-        if !random_tokens {
-            return "The gateway keeps every shard's work on its own core, so a request's tokens never cross a \
-                    cache line owned by another thread; caches, sockets and buffers stay local. "
-                .repeat(36);
-        }
-        let ids: Vec<u32> = (0..1000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x % 150_000) as u32
-            })
-            .collect();
-        tok.decode(&ids, true).expect("decode")
-    };
+    let mut random = common::RandomIds::new();
+    let mut body = || if random_tokens { random.text(tok, 1000) } else { common::PROSE.repeat(36) };
     (0..if random_tokens { 40 } else { 1 })
         .map(|_| {
             format!(
@@ -356,7 +331,7 @@ fn whole_token(tok: &Tokenizer, prompt: &[u32], ids: &[u32]) -> f64 {
 }
 
 fn main() {
-    let model = model();
+    let model = common::demo_model();
     let tok = &model.tokenizer;
     let prompt = tok
         .encode("<|im_start|>user\nTell me about gateways.<|im_end|>\n<|im_start|>assistant\n", false)

@@ -6,10 +6,12 @@
 //!
 //! Medians of repeated runs, compared as ratios within one run.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use shardgate::text::model::{ModelAssets, ModelSource};
+use shardgate::text::model::ModelAssets;
 use shardgate::text::template::{ChatTemplate, RenderInput};
 use shardgate::text::tokenizer::cache::{CacheConfig, TokenizerCache};
 
@@ -36,21 +38,12 @@ fn render(model: &ModelAssets, template: &ChatTemplate, messages: &[Value]) -> S
 }
 
 fn main() {
-    let dir = shardgate::demo::ensure_demo_model().expect("demo model");
-    let model = ModelAssets::load(&ModelSource {
-        model_path: dir,
-        tokenizer_path: None,
-        chat_template: None,
-        served_name: "bench".into(),
-        use_generation_config: true,
-    })
-    .expect("model");
+    let model = common::demo_model();
     let template = ChatTemplate::compile(model.chat_template.as_deref().expect("template")).expect("compile");
     let tok = &model.tokenizer;
 
     // A conversation of ~6,000 tokens, and its next turn (~10% new text).
-    let paragraph = "The gateway keeps every shard's work on its own core, so a request's tokens never cross \
-                     a cache line owned by another thread; caches, sockets and buffers stay local. ";
+    let paragraph = common::PROSE;
     let mut messages = vec![json!({"role": "system", "content": "You are a careful assistant."})];
     let mut turn = 0;
     while tok.encode(&render(&model, &template, &messages), false).unwrap().len() < 5_400 {
