@@ -252,7 +252,8 @@ fn a_token_bpe_cannot_reach_is_not_taken_whole() {
             "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
             "normalizer": null,
             "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
-            "post_processor": null, "decoder": null,
+            "post_processor": null,
+            "decoder": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
             "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
                       "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
                       "ignore_merges": ignore_merges, "vocab": vocab, "merges": ["b c", "a b", "ab c"]}

@@ -7,14 +7,16 @@ mod lru;
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// A loaded tokenizer. Shared read-only by all shards (`tokenizers::Tokenizer` is `Sync`).
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     /// The same encoding at a fraction of the cost, for the tokenizer shapes it knows.
     fast: Option<fast_bpe::FastBpe>,
-    /// The same decoding from a flat id → bytes table, when the decoder is byte-level.
-    fast_decode: Option<fast_bpe::ByteDecoder>,
+    /// The same decoding from a flat id → bytes table, when the decoder is byte-level (the
+    /// fast encoder shares it to confirm whole-token lookups).
+    fast_decode: Option<Arc<fast_bpe::ByteDecoder>>,
     /// Added tokens (id → content), for `spaces_between_special_tokens`.
     added_tokens: HashMap<u32, String>,
     /// Token ids of added tokens marked `special` (skipped by `skip_special_tokens`).
@@ -46,11 +48,12 @@ impl Tokenizer {
         let vocab_size_with_added = inner.get_vocab_size(true);
         let leading_space_marker = metaspace_marker(&inner);
         let (fast, fast_decode) = if fast_bpe::enabled() {
-            let fast = fast_bpe::FastBpe::build(&inner)
-                .map_err(|why| tracing::debug!("tokenizer: encoding with `tokenizers` ({why})"))
-                .ok();
             let fast_decode = fast_bpe::ByteDecoder::build(&inner)
                 .map_err(|why| tracing::debug!("tokenizer: decoding with `tokenizers` ({why})"))
+                .ok()
+                .map(Arc::new);
+            let fast = fast_bpe::FastBpe::build(&inner, fast_decode.clone())
+                .map_err(|why| tracing::debug!("tokenizer: encoding with `tokenizers` ({why})"))
                 .ok();
             (fast, fast_decode)
         } else {

@@ -12,6 +12,7 @@
 use tokenizers::Tokenizer;
 
 use super::index::char_to_byte_table;
+use super::prefetch::prefetch;
 use super::shape::to_json;
 
 pub struct ByteDecoder {
@@ -75,14 +76,57 @@ impl ByteDecoder {
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> String {
         let mut out = Vec::with_capacity(ids.len() * 8);
         for &id in ids {
-            let i = id as usize;
-            let Some(&span) = self.spans.get(i) else { continue };
-            if span & KNOWN == 0 || (skip_special_tokens && span & SPECIAL != 0) {
-                continue;
+            if let Some((bytes, special)) = self.entry(id) {
+                if !(skip_special_tokens && special) {
+                    out.extend_from_slice(bytes);
+                }
             }
-            let start = if i == 0 { 0 } else { (self.spans[i - 1] & END) as usize };
-            out.extend_from_slice(&self.bytes[start..(span & END) as usize]);
         }
         String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }
+
+    /// The bytes of a token `tokenizers` knows.
+    pub(super) fn token(&self, id: u32) -> Option<&[u8]> {
+        self.entry(id).map(|(bytes, _)| bytes)
+    }
+
+    /// Starts loading what `token(id)` reads first: where the id's bytes start and end.
+    pub(super) fn prefetch_span(&self, id: u32) {
+        let i = id as usize;
+        if let Some(span) = self.spans.get(i) {
+            prefetch(span);
+            prefetch(&self.spans[i.saturating_sub(1)]);
+        }
+    }
+
+    /// Starts loading the id's bytes (its span should be in cache by now).
+    pub(super) fn prefetch_bytes(&self, id: u32) {
+        if let Some((bytes, _)) = self.entry(id) {
+            prefetch(bytes.as_ptr());
+            prefetch(bytes.as_ptr().wrapping_add(bytes.len().saturating_sub(1)));
+        }
+    }
+
+    /// A table of these tokens' bytes (ids from `first_id` on, none special; lower ids
+    /// unknown), for tests.
+    #[cfg(test)]
+    pub(super) fn from_tokens(first_id: usize, tokens: &[Vec<u8>]) -> ByteDecoder {
+        let spans = tokens.iter().scan(0u32, |end, t| {
+            *end += t.len() as u32;
+            Some(*end | KNOWN)
+        });
+        let spans = std::iter::repeat_n(0, first_id).chain(spans).collect();
+        ByteDecoder { spans, bytes: tokens.concat().into_boxed_slice() }
+    }
+
+    /// A known token's bytes and whether it is special.
+    fn entry(&self, id: u32) -> Option<(&[u8], bool)> {
+        let i = id as usize;
+        let span = *self.spans.get(i)?;
+        if span & KNOWN == 0 {
+            return None;
+        }
+        let start = if i == 0 { 0 } else { (self.spans[i - 1] & END) as usize };
+        Some((&self.bytes[start..(span & END) as usize], span & SPECIAL != 0))
     }
 }

@@ -2,6 +2,8 @@
 //! slot is known from the key alone and can be prefetched a step before it is read (see
 //! `window.rs`). hashbrown keeps control bytes and buckets apart and offers no prefetch.
 
+use super::prefetch::prefetch;
+
 #[derive(Clone, Copy)]
 pub(super) struct Merge {
     pub rank: u32,
@@ -94,14 +96,7 @@ impl MergeTable {
     /// `key`'s probe, its home line on the way into the cache: a later `get` finds it there.
     pub(super) fn prefetch(&self, key: u64) -> Probe {
         let probe = self.probe(key);
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let line: *const Line = &self.lines[probe.line];
-            // SAFETY: the pointer is to a live line of this table; a prefetch reads nothing
-            // the program sees and cannot fault.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(line.cast::<i8>()) };
-        }
+        prefetch(&self.lines[probe.line]);
         probe
     }
 }

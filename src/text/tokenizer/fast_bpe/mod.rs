@@ -11,21 +11,25 @@
 
 mod decode;
 mod index;
+mod lookahead;
 mod merge_table;
 mod nfc;
 mod nfc_inert;
+mod prefetch;
 mod shape;
 mod split;
 mod window;
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
 use tokenizers::Model;
 
 pub use decode::ByteDecoder;
-use index::{byte_to_char_table, TokenIndex};
+use index::{byte_to_char_table, char_to_byte_table, TokenIndex};
+use lookahead::Lookahead;
 use merge_table::{pair_key, Merge, MergeTable};
 use nfc::nfc;
 use shape::{added_passes, normalizer_is_nfc, split_regexes, to_json, BpeModel};
@@ -34,6 +38,9 @@ use window::PieceWindow;
 /// Pieces longer than this (in bytes) go to `tokenizers`' own BPE: its heap is O(n log n)
 /// where the linear scan here is O(n²).
 const LINEAR_PIECE_BYTES_MAX: usize = 256;
+
+/// Tokens checked together at load (`whole_token_index`): one window's worth.
+const INDEX_CHECK_BATCH: usize = 16;
 
 /// One pass of added-token extraction: leftmost-longest, as `tokenizers`' tries match.
 struct AddedPass {
@@ -50,10 +57,9 @@ pub struct FastBpe {
     nfc: bool,
     /// Split pre-tokenizers, applied in order (behaviour `Isolated`).
     splits: Vec<split::Splitter>,
-    /// With `ignore_merges` (Llama 3, Tekken): the vocabulary by byte string, since a piece
-    /// that is a vocabulary entry is that token. (Not kept for the others: skipping BPE for
-    /// whole-token pieces saved about a tenth on prose and nothing on random text, for
-    /// about 6 MiB of resident memory.)
+    /// The tokens a piece of exactly their bytes encodes to: with `ignore_merges` (Llama 3,
+    /// Tekken) every vocabulary entry, else those BPE merges back from their own bytes
+    /// (checked at load). A piece found here skips the merge loop.
     whole_tokens: Option<TokenIndex>,
     byte_ids: [u32; 256],
     /// The merge of every byte pair (256 × 256): the first and most frequent lookups, kept
@@ -66,7 +72,9 @@ pub struct FastBpe {
 
 impl FastBpe {
     /// The fast encoder for `hf`, or why it cannot serve it (then `tokenizers` does).
-    pub fn build(hf: &tokenizers::Tokenizer) -> Result<FastBpe, String> {
+    /// `token_bytes` (the decode table) confirms whole-token lookups; without it there are
+    /// none, which only `ignore_merges` models cannot do without.
+    pub fn build(hf: &tokenizers::Tokenizer, token_bytes: Option<Arc<ByteDecoder>>) -> Result<FastBpe, String> {
         if hf.get_truncation().is_some() || hf.get_padding().is_some() {
             return Err("truncation or padding configured".into());
         }
@@ -103,19 +111,90 @@ impl FastBpe {
         drop(entries);
         let byte_pairs =
             (0..256 * 256).map(|k| merges.get(merges.probe(pair_key(byte_ids[k >> 8], byte_ids[k & 0xff])))).collect();
-        let whole_tokens = model.ignore_merges.then(|| TokenIndex::new(&model.vocab));
         let (raw_added, normalized_added) = added_passes(hf, nfc)?;
-        Ok(FastBpe {
+        let mut fast = FastBpe {
             raw_added,
             normalized_added,
             nfc,
             splits,
-            whole_tokens,
+            whole_tokens: None,
             byte_ids,
             byte_pairs,
             merges,
             post_adds_nothing,
-        })
+        };
+        fast.whole_tokens = match token_bytes {
+            Some(bytes) => fast.whole_token_index(&model, bytes)?,
+            None if model.ignore_merges => return Err("ignore_merges without a byte-level decode table".into()),
+            None => None,
+        };
+        Ok(fast)
+    }
+
+    /// The whole-token index: every vocabulary entry of 2 to `LINEAR_PIECE_BYTES_MAX` bytes
+    /// (shorter pieces have nothing to merge, longer ones go to `tokenizers`) that a piece of
+    /// its bytes encodes to. With `ignore_merges` that is all of them, and the index must hold
+    /// them all; without, it is those BPE merges back into themselves (most; a token whose
+    /// bytes merge otherwise, like "abc" with only `b c` and `a b`, is left to BPE).
+    fn whole_token_index(&self, model: &BpeModel, token_bytes: Arc<ByteDecoder>) -> Result<Option<TokenIndex>, String> {
+        let to_char = byte_to_char_table();
+        let from_char = char_to_byte_table();
+        let mut ids = Vec::with_capacity(model.vocab.len());
+        let mut batch: Vec<(u32, &[u8])> = Vec::with_capacity(INDEX_CHECK_BATCH);
+        let (mut window, mut out) = (PieceWindow::default(), Vec::new());
+        let mut check = |batch: &mut Vec<(u32, &[u8])>, ids: &mut Vec<u32>| {
+            // A batch merges in one window, its misses overlapped; one that does not give
+            // exactly its ids is checked again token by token.
+            if self.merges_back(&mut window, &mut out, batch) {
+                ids.extend(batch.iter().map(|&(id, _)| id));
+            } else {
+                for token in batch.chunks(1) {
+                    if self.merges_back(&mut window, &mut out, token) {
+                        ids.push(token[0].0);
+                    }
+                }
+            }
+            batch.clear();
+        };
+        for (token, &id) in &model.vocab {
+            // The id's bytes in the decode table, if they are what the vocabulary entry's
+            // byte stand-ins say.
+            let bytes = token_bytes.token(id).filter(|b| token.chars().eq(b.iter().map(|&b| to_char[usize::from(b)])));
+            let Some(bytes) = bytes else {
+                if model.ignore_merges && token.chars().all(|c| from_char.contains_key(&c)) {
+                    return Err(format!("token {id} decodes to other bytes than its vocabulary entry"));
+                }
+                // Not made of byte stand-ins: no piece can be this token.
+                continue;
+            };
+            if !(2..=LINEAR_PIECE_BYTES_MAX).contains(&bytes.len()) {
+                continue;
+            }
+            if model.ignore_merges {
+                ids.push(id);
+                continue;
+            }
+            batch.push((id, bytes));
+            if batch.len() == INDEX_CHECK_BATCH {
+                check(&mut batch, &mut ids);
+            }
+        }
+        check(&mut batch, &mut ids);
+        let index = TokenIndex::new(&ids, token_bytes);
+        if index.is_none() && model.ignore_merges {
+            return Err("token ids too large for the whole-token index".into());
+        }
+        Ok(index)
+    }
+
+    /// Whether BPE gives each of `tokens`' bytes (as pieces) back as exactly its id.
+    fn merges_back(&self, window: &mut PieceWindow, out: &mut Vec<u32>, tokens: &[(u32, &[u8])]) -> bool {
+        out.clear();
+        for (_, bytes) in tokens {
+            window.push_bytes(bytes, &self.byte_ids, &self.byte_pairs, &self.merges, out);
+        }
+        window.finish(&self.merges, out);
+        out.iter().copied().eq(tokens.iter().map(|&(id, _)| id))
     }
 
     /// Whether this encoder gives the ids `tokenizers` would for this flag.
@@ -139,48 +218,60 @@ impl FastBpe {
     }
 
     /// Text between raw added tokens: normalize, then the normalized added tokens, then split.
+    /// Pieces wait in `ahead` while their whole-token lookups load (see `lookahead.rs`).
     fn encode_gap(&self, cx: &mut Cx, gap: &str) {
         let normalized = if self.nfc { nfc(gap) } else { Cow::Borrowed(gap) };
+        let mut ahead = Lookahead::new();
         for_each_segment(self.normalized_added.as_ref(), &normalized, &mut |seg| match seg {
-            Segment::Token(id) => cx.window.push_token(id, &self.merges, cx.out),
-            Segment::Text(text) => self.split_and_encode(cx, 0, text),
+            Segment::Token(id) => {
+                self.drain(cx, &mut ahead);
+                cx.window.push_token(id, &self.merges, cx.out);
+            }
+            Segment::Text(text) => self.split_and_encode(cx, &mut ahead, 0, text),
         });
+        self.drain(cx, &mut ahead);
     }
 
-    fn split_and_encode(&self, cx: &mut Cx, level: usize, text: &str) {
+    fn split_and_encode<'t>(&self, cx: &mut Cx, ahead: &mut Lookahead<'t>, level: usize, text: &'t str) {
         let Some(re) = self.splits.get(level) else {
-            if cx.result.is_ok() {
-                let result = self.encode_piece(cx, text.as_bytes());
-                cx.result = result;
+            if let Some((piece, id)) = ahead.push(text.as_bytes(), self.whole_tokens.as_ref()) {
+                self.encode_piece(cx, piece, id);
             }
             return;
         };
         let mut prev = 0;
         re.for_each_match(text, &mut |start, end| {
             if start > prev {
-                self.split_and_encode(cx, level + 1, &text[prev..start]);
+                self.split_and_encode(cx, ahead, level + 1, &text[prev..start]);
             }
             if end > start {
-                self.split_and_encode(cx, level + 1, &text[start..end]);
+                self.split_and_encode(cx, ahead, level + 1, &text[start..end]);
             }
             prev = end;
         });
         if prev < text.len() {
-            self.split_and_encode(cx, level + 1, &text[prev..]);
+            self.split_and_encode(cx, ahead, level + 1, &text[prev..]);
         }
     }
 
-    /// One pre-tokenized piece: the vocabulary entry it is (`ignore_merges`), else BPE, in
-    /// the window (see `window.rs`).
-    fn encode_piece(&self, cx: &mut Cx, piece: &[u8]) -> Result<(), String> {
-        if piece.len() > LINEAR_PIECE_BYTES_MAX {
-            return self.bpe_long(cx, piece);
+    /// Every piece still waiting for its lookup, in order.
+    fn drain(&self, cx: &mut Cx, ahead: &mut Lookahead) {
+        while let Some((piece, id)) = ahead.pop(self.whole_tokens.as_ref()) {
+            self.encode_piece(cx, piece, id);
         }
-        match self.whole_tokens.as_ref().and_then(|t| t.get(piece)) {
+    }
+
+    /// One pre-tokenized piece: the token it is whole (`whole`), else BPE, in the window (see
+    /// `window.rs`).
+    fn encode_piece(&self, cx: &mut Cx, piece: &[u8], whole: Option<u32>) {
+        if cx.result.is_err() {
+            return;
+        }
+        match whole {
             Some(id) => cx.window.push_token(id, &self.merges, cx.out),
+            None if piece.len() > LINEAR_PIECE_BYTES_MAX => cx.result = self.bpe_long(cx, piece),
             None => cx.window.push_bytes(piece, &self.byte_ids, &self.byte_pairs, &self.merges, cx.out),
         }
-        Ok(())
     }
 
     /// A piece too long for the window's quadratic scan: `tokenizers`' own BPE, after the
