@@ -264,6 +264,13 @@ fn a_token_bpe_cannot_reach_is_not_taken_whole() {
             assert_eq!(tok.encode(text, false).expect("encode"), reference(&tok, text, false), "{text:?}");
         }
         assert_eq!(tok.encode("abc", false).expect("encode"), abc, "ignore_merges={ignore_merges}");
+        // Without a byte-level decoder there is no decode table to confirm whole tokens
+        // against: `ignore_merges` then needs `tokenizers`, plain BPE does without the index.
+        let mut json = json;
+        json["decoder"] = serde_json::Value::Null;
+        let tok = Tokenizer::from_bytes(json.to_string().as_bytes()).expect("synthetic tokenizer");
+        assert_eq!(tok.fast_encode_active(false), !ignore_merges, "no decoder, ignore_merges={ignore_merges}");
+        assert_eq!(tok.encode("abc", false).expect("encode"), abc, "no decoder, ignore_merges={ignore_merges}");
     }
     // The byte-table decoder needs ids 0..size: with a gap it leaves decoding to `tokenizers`.
     for (abc_id, contiguous) in [(258u32, true), (300, false)] {
