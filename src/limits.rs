@@ -42,13 +42,25 @@ pub const handshake_port_base: u16 = 20000;
 pub const handshake_port_span: u64 = 10000;
 /// ZMQ: a request send that cannot complete for this long marks the connection dead.
 pub const send_block_ms_max: u64 = 10_000;
+/// ZMQ: after an engine's connection closes, how long its output reader may still report the
+/// engine's own last message (ENGINE_CORE_DEAD) before the link fails for the close.
+pub const engine_lost_grace_ms: u64 = 50;
 /// ZMQ: outputs that fail to decode in a row before the connection is marked dead.
 pub const output_decode_failures_max: u32 = 3;
 /// ZMQ: silence from an engine with requests in flight before it is declared dead (the seed's
 /// 300 s; `--engine-silence-timeout-secs`).
 pub const engine_silence_s_default: u64 = 300;
-/// ZMQ: messages queued towards one engine before sends report back-pressure.
-pub const zmq_send_queue_messages_max: i32 = 100_000;
+/// ZMQ: bytes queued towards one engine (beyond what its socket buffer took) before sends
+/// report back-pressure.
+pub const zmq_send_queue_bytes_max: usize = 64 << 20;
+/// ZMQ: largest message (all frames) taken from an engine; a bigger one drops that connection.
+pub const zmq_message_bytes_max: usize = 512 << 20;
+/// ZMQ: bytes asked of the kernel per read of an engine connection.
+pub const zmq_read_chunk_bytes: usize = 64 << 10;
+/// ZMQ: reads of one connection per wake-up before the others get their turn.
+pub const zmq_read_chunks_per_wake: usize = 16;
+/// ZMQ: connections one data-plane socket holds at once (engines plus stale reconnects).
+pub const zmq_peers_max: usize = 4096;
 /// Unix socket paths: `sun_path` holds 108 bytes including the terminating NUL.
 pub const unix_socket_path_bytes_max: usize = 107;
 

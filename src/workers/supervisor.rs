@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::{Worker, WorkerStatus};
 use crate::engine::zmq::connection::LinkSockets;
 use crate::engine::zmq::hub::Hub;
-use crate::engine::zmq::{handshake, sockdir};
+use crate::engine::zmq::{handshake, sockdir, zmtp};
 use crate::limits;
 use crate::routing::RankTable;
 use crate::shard::mailbox::ShardMsg;
@@ -99,7 +99,7 @@ async fn serve_connection(
     ctx: &Rc<ShardCtx>,
     worker: &Arc<Worker>,
     epoch: u64,
-    connected: handshake::Connected,
+    mut connected: handshake::Connected,
 ) -> Ended {
     let shared = &ctx.shared;
     let engines: Arc<[_]> = connected.engines.into();
@@ -110,7 +110,7 @@ async fn serve_connection(
     };
     let ranks = Arc::new(RankTable::new(rank_count));
     worker.set_ranks(ranks.clone());
-    let stale = discard_queued_outputs(&connected.pairs);
+    let stale = discard_queued_outputs(&mut connected.pairs);
     if stale > 0 {
         tracing::warn!(
             "ZMQ worker {}: discarded {stale} output messages queued before the handshake (a previous engine's)",
@@ -162,10 +162,11 @@ async fn serve_connection(
 /// connection (a garbage or stalled one, before its own supervisor kills it) reconnects to them
 /// on its own (libzmq retries) and queues frames there. A fresh engine sends nothing before its first request, so whatever is
 /// queued now is the old engine's and would fail the new link.
-fn discard_queued_outputs(pairs: &[(zmq::Socket, zmq::Socket)]) -> usize {
+fn discard_queued_outputs(pairs: &mut [(zmtp::Socket, zmtp::Socket)]) -> usize {
     let mut discarded = 0;
+    let mut frames = zmtp::Frames::default();
     for (_, output) in pairs {
-        while output.recv_multipart(zmq::DONTWAIT).is_ok() {
+        while let Ok(true) = output.try_recv(&mut frames) {
             discarded += 1;
         }
     }
@@ -174,7 +175,7 @@ fn discard_queued_outputs(pairs: &[(zmq::Socket, zmq::Socket)]) -> usize {
 
 /// What each shard gets: its own pair (vLLM), or, for an engine with one pair, the pair for an
 /// owner shard (spread over shards by worker) and a relay through it for the others.
-fn link_sockets(worker: &Worker, shards: usize, pairs: Vec<(zmq::Socket, zmq::Socket)>) -> Vec<LinkSockets> {
+fn link_sockets(worker: &Worker, shards: usize, pairs: Vec<(zmtp::Socket, zmtp::Socket)>) -> Vec<LinkSockets> {
     if pairs.len() == shards {
         return pairs.into_iter().map(|(input, output)| LinkSockets::Pair(input, output)).collect();
     }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use super::handshake::Engine;
 use super::hub::{shard_of, Hub, Outgoing};
-use super::socket::{AsyncSocket, SendError};
+use super::zmtp::{self, Attached, DriveEnd, Frames, SendError};
 use super::{tokenspeed, vllm};
 use crate::config::Backend;
 use crate::engine::slot::{RequestSlot, SlotEvent};
@@ -37,16 +37,16 @@ const _: () = assert!(REQUEST_ADD == tokenspeed::REQUEST_ADD && REQUEST_ABORT ==
 /// What a shard is handed for a worker after the handshake.
 pub enum LinkSockets {
     /// This shard's own (input ROUTER, output PULL) pair.
-    Pair(zmq::Socket, zmq::Socket),
+    Pair(zmtp::Socket, zmtp::Socket),
     /// The worker's only pair, held by this shard for all shards.
-    Owner(zmq::Socket, zmq::Socket, Arc<Hub>),
+    Owner(zmtp::Socket, zmtp::Socket, Arc<Hub>),
     /// Through the owner shard.
     Relay(Arc<Hub>),
 }
 
 enum Transport {
-    Direct(AsyncSocket),
-    Owner(AsyncSocket, Arc<Hub>),
+    Direct(Attached),
+    Owner(Attached, Arc<Hub>),
     Relay(Arc<Hub>),
 }
 
@@ -92,7 +92,7 @@ impl EngineLink {
         silence_s: u64,
     ) -> Result<Rc<EngineLink>, String> {
         assert!(!engines.is_empty() && engines.len() == ranks.len());
-        let attach = |s| AsyncSocket::attach(s).map_err(|e| format!("cannot watch a worker socket: {e}"));
+        let attach = |s| Attached::attach(s).map_err(|e| format!("cannot watch a worker socket: {e}"));
         let (transport, output) = match sockets {
             LinkSockets::Pair(input, output) => (Transport::Direct(attach(input)?), Some(attach(output)?)),
             LinkSockets::Owner(input, output, hub) => (Transport::Owner(attach(input)?, hub), Some(attach(output)?)),
@@ -123,10 +123,12 @@ impl EngineLink {
             }
             (Transport::Owner(_, _), Some(output)) => {
                 monoio::spawn(read_outputs(link.clone(), output));
+                monoio::spawn(drive_input(link.clone()));
                 monoio::spawn(pump(link.clone()));
             }
             (_, Some(output)) => {
                 monoio::spawn(read_outputs(link.clone(), output));
+                monoio::spawn(drive_input(link.clone()));
             }
             (_, None) => unreachable!("socket transports come with an output socket"),
         }
@@ -403,11 +405,11 @@ impl EngineLink {
     /// progressing (outputs, finishes or a scheduler report): a reply to our own liveness ping
     /// proves the process is up, not that it still serves, so it must not hold off the silence
     /// watchdog.
-    fn on_output(&self, frames: &[zmq::Message]) -> Result<bool, String> {
+    fn on_output(&self, frames: &Frames) -> Result<bool, String> {
         let progress;
         match self.backend {
             Backend::Vllm => {
-                let aux: Vec<&[u8]> = frames[1..].iter().map(|m| &m[..]).collect();
+                let aux: Vec<&[u8]> = frames.iter().skip(1).collect();
                 let batch = vllm::output::decode_batch(&frames[0], &aux).map_err(|e| e.to_string())?;
                 // Before the batch's finishes, so a last finish resets this report, not the
                 // reverse.
@@ -464,8 +466,8 @@ impl Drop for Submission {
 }
 
 /// Reads the outputs of this shard's socket until the link closes.
-async fn read_outputs(link: Rc<EngineLink>, output: AsyncSocket) {
-    let mut frames: Vec<zmq::Message> = Vec::with_capacity(4);
+async fn read_outputs(link: Rc<EngineLink>, output: Attached) {
+    let mut frames = Frames::default();
     let mut decode_failures = 0u32;
     loop {
         let received = monoio::select! {
@@ -503,6 +505,29 @@ async fn read_outputs(link: Rc<EngineLink>, output: AsyncSocket) {
             }
         }
     }
+}
+
+/// Keeps this shard's input socket serviced (queued requests flushed, a reconnecting engine
+/// accepted) until the link closes, and fails the link as soon as an engine's connection
+/// closes: a killed engine is noticed at once, not at the next liveness ping.
+async fn drive_input(link: Rc<EngineLink>) {
+    let (Transport::Direct(input) | Transport::Owner(input, _)) = &link.transport else { return };
+    let reason = match input.drive(link.close_signal.wait()).await {
+        DriveEnd::Stopped => return,
+        DriveEnd::Lost(identity) => match identity.as_slice() {
+            [lo, hi] => format!("engine rank {} closed its connection", u16::from_le_bytes([*lo, *hi])),
+            other => format!("engine {other:02x?} closed its connection"),
+        },
+        DriveEnd::Failed(e) => format!("input socket failed: {e}"),
+    };
+    // A dying engine's last word (ENGINE_CORE_DEAD) is on the output socket: its reader gets
+    // the moment it needs to report that cause instead of this one.
+    monoio::select! {
+        _ = monoio::time::sleep(Duration::from_millis(limits::engine_lost_grace_ms)) => {},
+        _ = link.close_signal.wait() => return,
+    }
+    tracing::error!("worker {}: {reason}", link.worker.url());
+    link.fail(&reason);
 }
 
 /// Owner shard: sends what the other shards queued, in order, until the link closes.

@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 use futures_util::future::select_all;
 
 use super::sockdir;
-use super::socket::{configure, AsyncSocket};
+use super::socket::AsyncSocket;
 use super::vllm::handshake::{decode_status, EngineRegistration};
+use super::zmtp::{self, Frames, Kind};
 use super::{tokenspeed, vllm};
 use crate::config::{Backend, WorkerConfig};
 use crate::limits;
@@ -34,7 +35,7 @@ pub struct Engine {
 /// The result of a completed handshake.
 pub struct Connected {
     /// (input ROUTER, output PULL): one per shard for vLLM, one in all for TokenSpeed.
-    pub pairs: Vec<(zmq::Socket, zmq::Socket)>,
+    pub pairs: Vec<(zmtp::Socket, zmtp::Socket)>,
     /// The engines, by data-parallel rank.
     pub engines: Vec<Engine>,
 }
@@ -84,15 +85,11 @@ pub async fn connect(
     let mut inputs = Vec::with_capacity(files.len());
     let mut outputs = Vec::with_capacity(files.len());
     for (input_path, output_path) in &files {
-        let input = zmq_ctx.socket(zmq::ROUTER).map_err(|e| e.to_string())?;
-        configure(&input).map_err(|e| e.to_string())?;
-        input.set_router_mandatory(true).map_err(|e| e.to_string())?;
-        input.bind(&format!("ipc://{input_path}")).map_err(|e| format!("cannot bind ipc://{input_path}: {e}"))?;
-        let output = zmq_ctx.socket(zmq::PULL).map_err(|e| e.to_string())?;
-        configure(&output).map_err(|e| e.to_string())?;
-        output.bind(&format!("ipc://{output_path}")).map_err(|e| format!("cannot bind ipc://{output_path}: {e}"))?;
+        let bind =
+            |kind, path: &str| zmtp::Socket::bind(kind, path).map_err(|e| format!("cannot bind ipc://{path}: {e}"));
+        let input = zmtp::Attached::attach(bind(Kind::Router, input_path)?).map_err(|e| e.to_string())?;
         inputs.push(input);
-        outputs.push(output);
+        outputs.push(bind(Kind::Pull, output_path)?);
     }
     let input_addrs: Vec<String> = files.iter().map(|(i, _)| format!("ipc://{i}")).collect();
     let output_addrs: Vec<String> = files.iter().map(|(_, o)| format!("ipc://{o}")).collect();
@@ -100,11 +97,9 @@ pub async fn connect(
     vllm::handshake::encode_init(&input_addrs, &output_addrs, &mut init);
 
     let handshake = AsyncSocket::attach(handshake).map_err(|e| e.to_string())?;
-    let inputs: Vec<AsyncSocket> =
-        inputs.into_iter().map(AsyncSocket::attach).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
     let wire = Wire { backend: worker.backend, engine_count: worker.engine_count, init: &init };
     let engines = exchange(&handshake, &inputs, &wire, timeout).await?;
-    let pairs = inputs.into_iter().map(AsyncSocket::detach).zip(outputs).collect();
+    let pairs = inputs.into_iter().map(zmtp::Attached::detach).zip(outputs).collect();
     Ok(Connected { pairs, engines })
 }
 
@@ -133,12 +128,13 @@ impl Wire<'_> {
 /// Drives the message exchange until every engine is registered on every input and READY.
 async fn exchange(
     handshake: &AsyncSocket,
-    inputs: &[AsyncSocket],
+    inputs: &[zmtp::Attached],
     wire: &Wire<'_>,
     timeout: Duration,
 ) -> Result<Vec<Engine>, String> {
     let mut progress: Vec<EngineProgress> = Vec::with_capacity(wire.engine_count);
     let mut frames: Vec<zmq::Message> = Vec::new();
+    let mut input_frames = Frames::default();
     let mut deadline = Instant::now() + timeout;
     loop {
         if progress.len() == wire.engine_count && progress.iter().all(EngineProgress::done) {
@@ -151,8 +147,8 @@ async fn exchange(
             advanced = true;
         }
         for (k, input) in inputs.iter().enumerate() {
-            while input.try_recv_multipart(&mut frames).map_err(|e| e.to_string())? {
-                on_registration(k, &frames, wire, &mut progress)?;
+            while input.try_recv_multipart(&mut input_frames).map_err(|e| e.to_string())? {
+                on_registration(k, &input_frames, wire, &mut progress)?;
                 advanced = true;
             }
         }
@@ -168,8 +164,16 @@ async fn exchange(
                 timeout.as_secs()
             ));
         }
-        let mut waits: Vec<_> = std::iter::once(handshake).chain(inputs).map(|s| Box::pin(s.readable())).collect();
-        let any = select_all(waits.drain(..));
+        type Wait<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'a>>;
+        let mut waits: Vec<Wait<'_>> = vec![Box::pin(async {
+            let _ = handshake.readable().await;
+        })];
+        waits.extend(inputs.iter().map(|s| -> Wait<'_> {
+            Box::pin(async {
+                let _ = s.readable().await;
+            })
+        }));
+        let any = select_all(waits);
         let _ = monoio::time::timeout(deadline - now, any).await;
     }
 }
@@ -268,7 +272,8 @@ fn on_handshake_message(
             if !msg.headless {
                 tracing::warn!("engine rank {rank} says it is not headless; continuing");
             }
-            super::socket::send_frames(handshake.socket(), &[identity, wire.init])
+            handshake
+                .send_multipart(&[identity, wire.init])
                 .map_err(|e| format!("cannot send INIT to engine rank {rank}: {e}"))?;
             progress[i].hello = true;
             tracing::debug!("HELLO from engine rank {rank}; INIT sent");
@@ -285,11 +290,11 @@ fn on_handshake_message(
 
 fn on_registration(
     input: usize,
-    frames: &[zmq::Message],
+    frames: &Frames,
     wire: &Wire<'_>,
     progress: &mut Vec<EngineProgress>,
 ) -> Result<(), String> {
-    let [identity, payload] = frames else {
+    let Some((identity, payload)) = frames.pair() else {
         return Err(format!("registration message with {} frames", frames.len()));
     };
     let inputs = progress.first().map_or(0, |p| p.registered.len());

@@ -1,4 +1,6 @@
-//! libzmq sockets driven by a shard's monoio runtime.
+//! The handshake socket: a libzmq ROUTER driven by the control shard's monoio runtime. (The
+//! data-plane sockets are our own ZMTP, `zmtp/`, with no libzmq I/O thread between a shard and
+//! its engines; the handshake is a few messages per engine start, on `tcp://` or `ipc://`.)
 //!
 //! libzmq exposes readiness through `ZMQ_FD`, an edge-style signal: the fd turns readable when
 //! the socket's command mailbox has news, and only `ZMQ_EVENTS` says whether a message can
@@ -7,9 +9,8 @@
 //! an io_uring POLL_ADD, or epoll on the fallback driver). Waiting never consumes the signal,
 //! so this works with both socketpair and eventfd signalers. No call here blocks the thread.
 //!
-//! Invariant: a socket is used from one thread at a time. Sockets are created and handshaken on
-//! the control shard and then moved, whole, to the shard that owns them; `AsyncSocket::attach`
-//! registers the fd with the runtime of the thread that calls it.
+//! Invariant: a socket is used from one thread at a time; `AsyncSocket::attach` registers the
+//! fd with the runtime of the thread that calls it.
 
 use std::io;
 use std::os::fd::{FromRawFd, RawFd};
@@ -18,27 +19,6 @@ use std::os::fd::{FromRawFd, RawFd};
 pub struct AsyncSocket {
     socket: zmq::Socket,
     watcher: monoio::net::UnixStream,
-}
-
-/// Why a non-blocking send did not go out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendError {
-    /// The queue towards the peer is full (back-pressure); try again later.
-    Full,
-    /// The peer identity is not connected (ROUTER_MANDATORY): the engine is gone.
-    Unreachable,
-    /// Any other libzmq failure.
-    Failed(zmq::Error),
-}
-
-impl std::fmt::Display for SendError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SendError::Full => f.write_str("send queue full"),
-            SendError::Unreachable => f.write_str("engine not connected"),
-            SendError::Failed(e) => write!(f, "zmq send failed: {e}"),
-        }
-    }
 }
 
 impl AsyncSocket {
@@ -56,15 +36,6 @@ impl AsyncSocket {
         std_stream.set_nonblocking(true)?;
         let watcher = monoio::net::UnixStream::from_std(std_stream)?;
         Ok(AsyncSocket { socket, watcher })
-    }
-
-    /// Gives the socket back (to move it to another thread); the watcher is closed.
-    pub fn detach(self) -> zmq::Socket {
-        self.socket
-    }
-
-    pub fn socket(&self) -> &zmq::Socket {
-        &self.socket
     }
 
     /// Receives one multipart message into `frames` (reusing its buffers), without blocking the
@@ -91,22 +62,8 @@ impl AsyncSocket {
         }
     }
 
-    /// Waits for and receives one multipart message.
-    pub async fn recv_multipart(&self, frames: &mut Vec<zmq::Message>) -> Result<(), zmq::Error> {
-        loop {
-            if self.try_recv_multipart(frames)? {
-                return Ok(());
-            }
-            self.wait_readable().await?;
-        }
-    }
-
     /// Waits until a message may be readable. Spurious wake-ups are possible; callers retry.
     pub async fn readable(&self) -> Result<(), zmq::Error> {
-        self.wait_readable().await
-    }
-
-    async fn wait_readable(&self) -> Result<(), zmq::Error> {
         loop {
             if self.socket.get_events()?.contains(zmq::POLLIN) {
                 return Ok(());
@@ -118,44 +75,16 @@ impl AsyncSocket {
     }
 
     /// Sends a multipart message without blocking.
-    pub fn send_multipart(&self, frames: &[&[u8]]) -> Result<(), SendError> {
-        send_frames(&self.socket, frames)
-    }
-
-    /// Sends, waiting for room while the queue is full, for at most `limit`.
-    pub async fn send_multipart_within(&self, frames: &[&[u8]], limit: std::time::Duration) -> Result<(), SendError> {
-        let deadline = std::time::Instant::now() + limit;
-        loop {
-            match self.send_multipart(frames) {
-                Err(SendError::Full) if std::time::Instant::now() < deadline => {
-                    monoio::time::sleep(std::time::Duration::from_millis(1)).await;
-                }
-                other => return other,
+    pub fn send_multipart(&self, frames: &[&[u8]]) -> Result<(), String> {
+        let last = frames.len().saturating_sub(1);
+        for (i, frame) in frames.iter().enumerate() {
+            let flags = zmq::DONTWAIT | if i < last { zmq::SNDMORE } else { 0 };
+            match self.socket.send(*frame, flags) {
+                Ok(()) => {}
+                Err(zmq::Error::EHOSTUNREACH) => return Err("engine not connected".into()),
+                Err(e) => return Err(e.to_string()),
             }
         }
+        Ok(())
     }
-}
-
-/// Sends a multipart message on any socket without blocking (also used before `attach`).
-pub fn send_frames(socket: &zmq::Socket, frames: &[&[u8]]) -> Result<(), SendError> {
-    let last = frames.len().saturating_sub(1);
-    for (i, frame) in frames.iter().enumerate() {
-        let flags = zmq::DONTWAIT | if i < last { zmq::SNDMORE } else { 0 };
-        match socket.send(*frame, flags) {
-            Ok(()) => {}
-            // Only the first frame can fail for room or routing; later ones are atomic with it.
-            Err(zmq::Error::EAGAIN) => return Err(SendError::Full),
-            Err(zmq::Error::EHOSTUNREACH) => return Err(SendError::Unreachable),
-            Err(e) => return Err(SendError::Failed(e)),
-        }
-    }
-    Ok(())
-}
-
-/// Applies the options every data-plane socket of ours carries.
-pub fn configure(socket: &zmq::Socket) -> zmq::Result<()> {
-    socket.set_linger(0)?;
-    socket.set_rcvhwm(0)?;
-    socket.set_sndhwm(crate::limits::zmq_send_queue_messages_max)?;
-    Ok(())
 }
