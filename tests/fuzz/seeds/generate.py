@@ -101,8 +101,15 @@ def tokenspeed_output():
     return seeds
 
 
+def zmtp_peer():
+    fixture = json.loads((REPO / "tests/wire/zmtp/pyzmq-4.3.5.json").read_text())
+    # Even first byte: raw mode; bit 1 picks the socket (0: ROUTER for the DEALER's stream).
+    return [("dealer", b"\x00" + bytes.fromhex(fixture["dealer"])), ("push", b"\x02" + bytes.fromhex(fixture["push"]))]
+
+
 if __name__ == "__main__":
     write("http_request", http_request())
     write("request_json", request_json())
     write("vllm_output", vllm_output())
     write("tokenspeed_output", tokenspeed_output())
+    write("zmtp_peer", zmtp_peer())
