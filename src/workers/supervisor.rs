@@ -146,13 +146,15 @@ async fn serve_connection(
         ended
     };
     worker.set_status(WorkerStatus::Dead);
+    // Every shard's requests learn the cause, not only those of the shard that saw it first
+    // (an ENGINE_CORE_DEAD reaches each shard's socket, but the detach may get there first).
     let reason = match &ended {
-        Ended::Lost(_) => "worker connection reset",
-        Ended::Removed => "worker removed",
+        Ended::Lost(why) => format!("worker connection reset: {why}"),
+        Ended::Removed => "worker removed".to_string(),
     };
     let done = Arc::new(AtomicUsize::new(shared.shards));
     for mailbox in &shared.mailboxes {
-        mailbox.post(ShardMsg::Detach { worker: worker.key, epoch, reason: reason.into(), done: done.clone() });
+        mailbox.post(ShardMsg::Detach { worker: worker.key, epoch, reason: reason.clone(), done: done.clone() });
     }
     wait_for_shards(&done).await;
     ended
