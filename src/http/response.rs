@@ -4,6 +4,7 @@
 //! request bytes, so an abandoned request can be aborted on the engine.
 
 use std::os::fd::AsRawFd;
+use std::pin::Pin;
 use std::time::Duration;
 
 use monoio::io::AsyncWriteRentExt;
@@ -30,6 +31,10 @@ pub struct Responder<'c> {
     /// A write that makes no progress for this long gives the client up (a reader that stopped
     /// reading would otherwise hold its request, and its engine slot, forever).
     pub write_timeout: Duration,
+    /// The write timeout's timer, kept for the whole response: a stream's writes re-arm it
+    /// about once per timeout, not once per chunk (a timer per chunk was most of the runtime's
+    /// cost per streamed token in the paced regime).
+    write_watch: Option<Pin<Box<monoio::time::Sleep>>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +81,7 @@ impl<'c> Responder<'c> {
             status: None,
             extra_headers: Vec::new(),
             write_timeout: Duration::from_secs(crate::limits::stream_write_timeout_s_default),
+            write_watch: None,
         }
     }
 
@@ -141,21 +147,36 @@ impl<'c> Responder<'c> {
     }
 
     /// Writes `buf[start..]` within the write timeout, then empties `buf` for reuse.
+    ///
+    /// The timer fires no later than this write's limit, but may fire earlier (it was armed by
+    /// an earlier write); an early firing re-arms it for this write's own limit.
     async fn write_from(&mut self, start: usize) -> Result<(), ClientGone> {
         let buf = std::mem::take(&mut self.buf);
-        let write = self.stream.write_all(monoio::buf::IoBuf::slice(buf, start..));
-        match monoio::time::timeout(self.write_timeout, write).await {
-            Ok((res, slice)) => {
-                self.buf = slice.into_inner();
-                self.buf.clear();
-                res.map(|_| ()).map_err(|_| ClientGone)
+        let started = monoio::time::Instant::now();
+        let limit = started + self.write_timeout;
+        let watch = self.write_watch.get_or_insert_with(|| Box::pin(monoio::time::sleep_until(limit)));
+        if watch.deadline() < started || watch.deadline() > limit {
+            watch.as_mut().reset(limit);
+        }
+        let mut write = std::pin::pin!(self.stream.write_all(monoio::buf::IoBuf::slice(buf, start..)));
+        loop {
+            monoio::select! {
+                (res, slice) = &mut write => {
+                    self.buf = slice.into_inner();
+                    self.buf.clear();
+                    return res.map(|_| ()).map_err(|_| ClientGone);
+                }
+                _ = watch.as_mut() => {
+                    if monoio::time::Instant::now() < limit {
+                        watch.as_mut().reset(limit);
+                        continue;
+                    }
+                }
             }
-            Err(_) => {
-                // The buffer went with the cancelled write; the connection closes after this.
-                tracing::warn!("client accepted no bytes for {} s; cutting it off", self.write_timeout.as_secs());
-                self.keep_alive = false;
-                Err(ClientGone)
-            }
+            // The buffer went with the cancelled write; the connection closes after this.
+            tracing::warn!("client accepted no bytes for {} s; cutting it off", self.write_timeout.as_secs());
+            self.keep_alive = false;
+            return Err(ClientGone);
         }
     }
 
