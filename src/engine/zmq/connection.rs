@@ -290,9 +290,10 @@ impl EngineLink {
         }
     }
 
-    /// Sends a cheap message to every engine: a send to an engine that went away fails
-    /// (ROUTER_MANDATORY), which is how a silent death of an idle engine is noticed. vLLM gets
-    /// a utility call; TokenSpeed, which has none, an empty ABORT (a no-op there).
+    /// Sends a cheap message to every engine: a send to an engine that went away fails (no
+    /// connection holds its identity). The closed connection itself is usually seen first
+    /// (`drive_input`); this is the backstop. vLLM gets a utility call; TokenSpeed, which has
+    /// none, an empty ABORT (a no-op there).
     pub fn ping(&self) -> Result<(), String> {
         if self.closed.get() {
             return Err("connection closed".into());

@@ -221,7 +221,7 @@ pub fn encode_abort<S: AsRef<str>>(request_ids: &[S], out: &mut Vec<u8>) {
 
 /// A no-op message for liveness probes: an ABORT of no ids (send with `REQUEST_ABORT`). The
 /// engine decodes it to nothing and logs nothing, and a send to an engine that went away fails
-/// under `ROUTER_MANDATORY`. (The wire has no UTILITY call to use instead.)
+/// (no connection holds its identity). (The wire has no UTILITY call to use instead.)
 pub fn encode_ping(out: &mut Vec<u8>) {
     encode_abort::<&str>(&[], out);
 }
