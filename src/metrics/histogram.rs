@@ -2,10 +2,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Latency buckets in seconds: token-level (sub-millisecond) to long generations.
-pub const BUCKETS_S: [f64; 23] = [
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
-    5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+/// Latency buckets in seconds: token-level (sub-millisecond) to long generations. Finer
+/// between 50 and 250 µs, where the gateway's own part of TTFT lies and its 100 µs target is.
+pub const BUCKETS_S: [f64; 26] = [
+    0.00005, 0.000075, 0.0001, 0.00015, 0.0002, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
+    0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 ];
 
 pub struct Histogram {
