@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use shardgate::engine::zmq::zmtp::{codec, Frames, Kind, SendError, Socket};
+use shardgate::engine::zmq::zmtp::{codec, Attached, Frames, Kind, SendError, Socket};
 
 fn scratch(name: &str) -> String {
     let dir = std::env::temp_dir().join(format!("sg-zmtp-{}-{name}", std::process::id()));
@@ -163,6 +163,48 @@ fn back_pressure_holds_bytes_until_the_engine_reads() {
     // Only servicing flushes what the kernel could not take at once.
     pump_until(&mut input, "the reader", |_| reader.is_finished());
     reader.join().unwrap();
+}
+
+/// `send_multipart_within`, which a request's ADD goes through: with no room it waits for its
+/// limit and then reports Full (the link then fails); room that appears while it waits, once
+/// the socket's driver flushes, lets the same send through.
+#[test]
+fn a_send_waits_for_room_up_to_its_limit() {
+    let ctx = zmq::Context::new();
+    let path = scratch("within");
+    let mut input = Socket::bind(Kind::Router, &path).unwrap();
+    let dealer = libzmq_peer(&ctx, zmq::DEALER, Some(&[0, 0]), &path);
+    dealer.send(&b"reg"[..], 0).unwrap();
+    recv(&mut input);
+    let filler = vec![7u8; 256 << 10];
+    let mut queued = 0usize;
+    while input.send(&[&[0, 0], &filler]).is_ok() {
+        queued += 1;
+    }
+    let mut rt = monoio::RuntimeBuilder::<monoio::FusionDriver>::new().enable_timer().build().unwrap();
+    let reader = rt.block_on(async move {
+        let input = std::rc::Rc::new(Attached::attach(input).unwrap());
+        let limit = Duration::from_millis(300);
+        let started = Instant::now();
+        let late: [&[u8]; 2] = [&[0, 0], b"late"];
+        assert_eq!(input.send_multipart_within(&late, limit).await, Err(SendError::Full));
+        assert!(started.elapsed() >= limit, "gave up after {:?}", started.elapsed());
+        let driver = input.clone();
+        monoio::spawn(async move { driver.drive(std::future::pending()).await });
+        let reader = std::thread::spawn(move || {
+            for _ in 0..queued {
+                assert_eq!(dealer.recv_bytes(0).unwrap().len(), 256 << 10);
+            }
+            dealer.recv_bytes(0).unwrap()
+        });
+        assert_eq!(input.send_multipart_within(&late, Duration::from_secs(30)).await, Ok(()));
+        // The driver flushes what is left while the reader drains.
+        while !reader.is_finished() {
+            monoio::time::sleep(Duration::from_millis(1)).await;
+        }
+        reader
+    });
+    assert_eq!(reader.join().unwrap(), b"late", "the waiting send arrived after everything queued before it");
 }
 
 #[test]
