@@ -60,6 +60,38 @@ fn libzmq_peer(ctx: &zmq::Context, kind: zmq::SocketType, identity: Option<&[u8]
     s
 }
 
+/// A ROUTER with one libzmq DEALER (identity `[0, 0]`) connected and registered.
+fn router_with_dealer(ctx: &zmq::Context, name: &str) -> (Socket, zmq::Socket) {
+    let path = scratch(name);
+    let mut input = Socket::bind(Kind::Router, &path).unwrap();
+    let dealer = libzmq_peer(ctx, zmq::DEALER, Some(&[0, 0]), &path);
+    dealer.send(&b"reg"[..], 0).unwrap();
+    recv(&mut input);
+    (input, dealer)
+}
+
+/// Queues 256 KiB messages (`numbered`) to identity `[0, 0]` until the socket reports Full;
+/// returns how many it took.
+fn fill_until_full(input: &mut Socket) -> usize {
+    let mut sent = 0usize;
+    loop {
+        match input.send(&[&[0, 0], &numbered(sent, 256 << 10)]) {
+            Ok(()) => sent += 1,
+            Err(SendError::Full) => return sent,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(sent < 10_000, "never reported Full");
+    }
+}
+
+/// A raw peer's read says the other side closed (EOF, or a reset when bytes were left unread).
+fn closed(r: std::io::Result<usize>) -> bool {
+    match r {
+        Ok(n) => n == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
 /// A payload that says which message it is, for order and integrity checks.
 fn numbered(i: usize, len: usize) -> Vec<u8> {
     let mut v = vec![(i % 251) as u8; len.max(8)];
@@ -138,20 +170,8 @@ fn routes_by_identity_and_carries_every_size() {
 #[test]
 fn back_pressure_holds_bytes_until_the_engine_reads() {
     let ctx = zmq::Context::new();
-    let path = scratch("pressure");
-    let mut input = Socket::bind(Kind::Router, &path).unwrap();
-    let dealer = libzmq_peer(&ctx, zmq::DEALER, Some(&[0, 0]), &path);
-    dealer.send(&b"reg"[..], 0).unwrap();
-    recv(&mut input);
-    let mut sent = 0usize;
-    loop {
-        match input.send(&[&[0, 0], &numbered(sent, 256 << 10)]) {
-            Ok(()) => sent += 1,
-            Err(SendError::Full) => break,
-            Err(e) => panic!("{e}"),
-        }
-        assert!(sent < 10_000, "never reported Full");
-    }
+    let (mut input, dealer) = router_with_dealer(&ctx, "pressure");
+    let sent = fill_until_full(&mut input);
     assert!(sent * (256 << 10) > shardgate::limits::zmq_send_queue_bytes_max);
     let reader = std::thread::spawn(move || {
         for i in 0..sent {
@@ -171,16 +191,8 @@ fn back_pressure_holds_bytes_until_the_engine_reads() {
 #[test]
 fn a_send_waits_for_room_up_to_its_limit() {
     let ctx = zmq::Context::new();
-    let path = scratch("within");
-    let mut input = Socket::bind(Kind::Router, &path).unwrap();
-    let dealer = libzmq_peer(&ctx, zmq::DEALER, Some(&[0, 0]), &path);
-    dealer.send(&b"reg"[..], 0).unwrap();
-    recv(&mut input);
-    let filler = vec![7u8; 256 << 10];
-    let mut queued = 0usize;
-    while input.send(&[&[0, 0], &filler]).is_ok() {
-        queued += 1;
-    }
+    let (mut input, dealer) = router_with_dealer(&ctx, "within");
+    let queued = fill_until_full(&mut input);
     let mut rt = monoio::RuntimeBuilder::<monoio::FusionDriver>::new().enable_timer().build().unwrap();
     let reader = rt.block_on(async move {
         let input = std::rc::Rc::new(Attached::attach(input).unwrap());
@@ -192,8 +204,8 @@ fn a_send_waits_for_room_up_to_its_limit() {
         let driver = input.clone();
         monoio::spawn(async move { driver.drive(std::future::pending()).await });
         let reader = std::thread::spawn(move || {
-            for _ in 0..queued {
-                assert_eq!(dealer.recv_bytes(0).unwrap().len(), 256 << 10);
+            for i in 0..queued {
+                assert_eq!(dealer.recv_bytes(0).unwrap(), numbered(i, 256 << 10), "message {i}");
             }
             dealer.recv_bytes(0).unwrap()
         });
@@ -228,11 +240,10 @@ fn a_second_peer_with_a_live_identity_is_refused() {
         if input.try_recv(&mut frames).unwrap() {
             delivered.push(frames[1].to_vec());
         }
-        match second.read(&mut sink) {
-            Ok(0) => break,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
-            _ => std::thread::sleep(Duration::from_micros(200)),
+        if closed(second.read(&mut sink)) {
+            break;
         }
+        std::thread::sleep(Duration::from_micros(200));
     }
     assert!(delivered.is_empty(), "the duplicate's message was delivered: {delivered:?}");
     assert_eq!(input.open_peers(), 1);
@@ -254,9 +265,9 @@ fn a_second_peer_with_a_live_identity_is_refused() {
 #[test]
 fn a_bad_peer_is_dropped_alone() {
     let mut greeting_with_pub = codec::greeting().to_vec();
-    codec::encode_ready("PUB", false, &mut greeting_with_pub);
+    codec::encode_ready("PUB", None, &mut greeting_with_pub);
     let mut oversize = codec::greeting().to_vec();
-    codec::encode_ready("PUSH", false, &mut oversize);
+    codec::encode_ready("PUSH", None, &mut oversize);
     oversize.extend_from_slice(&[0x02, 0, 0, 0x10, 0, 0, 0, 0, 0]);
     let mut message_before_ready = codec::greeting().to_vec();
     message_before_ready.extend_from_slice(&[0x00, 0x01, b'x']);
@@ -275,10 +286,6 @@ fn a_bad_peer_is_dropped_alone() {
         raw.write_all(&bytes).unwrap();
         raw.set_nonblocking(true).unwrap();
         let mut sink = [0u8; 512];
-        let closed = |r: std::io::Result<usize>| match r {
-            Ok(n) => n == 0,
-            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
-        };
         pump_until(&mut output, what, |_| closed(raw.read(&mut sink)));
         good.send(what.as_bytes(), 0).unwrap();
         assert_eq!(recv(&mut output), vec![what.as_bytes().to_vec()], "{what}");

@@ -132,6 +132,8 @@ async fn exchange(
     wire: &Wire<'_>,
     timeout: Duration,
 ) -> Result<Vec<Engine>, String> {
+    // Every worker has a socket pair per shard, or one for all; `select_all` needs one.
+    assert!(!inputs.is_empty(), "a handshake with no input socket");
     let mut progress: Vec<EngineProgress> = Vec::with_capacity(wire.engine_count);
     let mut frames: Vec<zmq::Message> = Vec::new();
     let mut input_frames = Frames::default();
@@ -164,16 +166,13 @@ async fn exchange(
                 timeout.as_secs()
             ));
         }
-        type Wait<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'a>>;
-        let mut waits: Vec<Wait<'_>> = vec![Box::pin(async {
-            let _ = handshake.readable().await;
-        })];
-        waits.extend(inputs.iter().map(|s| -> Wait<'_> {
-            Box::pin(async {
-                let _ = s.readable().await;
-            })
-        }));
-        let any = select_all(waits);
+        let inputs_ready = select_all(inputs.iter().map(|s| Box::pin(s.readable())));
+        let any = async {
+            monoio::select! {
+                _ = handshake.readable() => {},
+                _ = inputs_ready => {},
+            }
+        };
         let _ = monoio::time::timeout(deadline - now, any).await;
     }
 }

@@ -45,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(outcome, (expected, None));
     let mut ours = Vec::new();
     ours.extend_from_slice(&codec::greeting());
-    codec::encode_ready(kind.name(), kind == Kind::Router, &mut ours);
+    codec::encode_ready(kind.name(), (kind == Kind::Router).then_some(&[]), &mut ours);
     ours.extend_from_slice(&pongs);
     assert_eq!(answered, ours, "our greeting, READY and one PONG per PING");
 });
@@ -118,18 +118,7 @@ impl Stream {
             Kind::Router => ("DEALER", self.identity.clone()),
             Kind::Pull => ("PUSH", Vec::new()),
         };
-        let mut props = Vec::new();
-        props.push(11);
-        props.extend_from_slice(b"Socket-Type");
-        props.extend_from_slice(&(their_type.len() as u32).to_be_bytes());
-        props.extend_from_slice(their_type.as_bytes());
-        if kind == Kind::Router {
-            props.push(8);
-            props.extend_from_slice(b"Identity");
-            props.extend_from_slice(&(identity.len() as u32).to_be_bytes());
-            props.extend_from_slice(&identity);
-        }
-        codec::encode_command(b"READY", &props, &mut out);
+        codec::encode_ready(their_type, (kind == Kind::Router).then_some(&identity), &mut out);
         let mut expected = Vec::new();
         let mut pongs = Vec::new();
         for item in &self.items {

@@ -118,8 +118,9 @@ pub fn encode_command(name: &[u8], data: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(data);
 }
 
-/// Appends our READY: `Socket-Type` and, for a ROUTER, an empty `Identity` (as libzmq sends).
-pub fn encode_ready(socket_type: &str, with_identity: bool, out: &mut Vec<u8>) {
+/// Appends a READY: `Socket-Type` and, when given, `Identity` (ours as a ROUTER is empty, as
+/// libzmq sends it).
+pub fn encode_ready(socket_type: &str, identity: Option<&[u8]>, out: &mut Vec<u8>) {
     let mut props = Vec::with_capacity(48);
     let mut prop = |name: &str, value: &[u8]| {
         props.push(name.len() as u8);
@@ -128,8 +129,8 @@ pub fn encode_ready(socket_type: &str, with_identity: bool, out: &mut Vec<u8>) {
         props.extend_from_slice(value);
     };
     prop("Socket-Type", socket_type.as_bytes());
-    if with_identity {
-        prop("Identity", b"");
+    if let Some(identity) = identity {
+        prop("Identity", identity);
     }
     encode_command(b"READY", &props, out);
 }
@@ -182,7 +183,7 @@ mod tests {
 
     #[test]
     fn our_ready_reads_back() {
-        for (ty, ident) in [("ROUTER", true), ("PULL", false)] {
+        for (ty, ident) in [("ROUTER", Some(&b""[..])), ("PULL", None), ("DEALER", Some(&[1, 0][..]))] {
             let mut out = Vec::new();
             encode_ready(ty, ident, &mut out);
             let h = parse_header(&out, 1 << 20).unwrap().unwrap();
@@ -191,7 +192,7 @@ mod tests {
             assert_eq!(name, b"READY");
             let r = decode_ready(data).unwrap();
             assert_eq!(r.socket_type, ty.as_bytes());
-            assert!(r.identity.is_empty());
+            assert_eq!(r.identity, ident.unwrap_or_default());
         }
         check_greeting(&greeting()).unwrap();
     }

@@ -71,7 +71,7 @@ impl Peer {
     pub fn new(fd: OwnedFd, kind: Kind) -> Peer {
         let mut wbuf = Vec::with_capacity(128);
         wbuf.extend_from_slice(&codec::greeting());
-        codec::encode_ready(kind.name(), kind == Kind::Router, &mut wbuf);
+        codec::encode_ready(kind.name(), (kind == Kind::Router).then_some(&[]), &mut wbuf);
         Peer { fd, phase: Phase::Greeting, identity: Vec::new(), rbuf: Vec::new(), rstart: 0, wbuf, wstart: 0 }
     }
 
@@ -143,7 +143,7 @@ impl Peer {
                 }
                 Phase::Ready => {
                     let Some(h) = self.whole_frame()? else { return Ok(Incoming::Pending) };
-                    let body = &self.rbuf[self.rstart + h.header_len..self.rstart + h.total_len()];
+                    let body = self.body(&h);
                     if !h.command {
                         return Err("a message frame before READY".into());
                     }
@@ -172,6 +172,11 @@ impl Peer {
         }
     }
 
+    /// The body of the frame at `rstart`.
+    fn body(&self, h: &FrameHeader) -> &[u8] {
+        &self.rbuf[self.rstart + h.header_len..self.rstart + h.total_len()]
+    }
+
     /// The next frame if it is all in the buffer.
     fn whole_frame(&self) -> Result<Option<FrameHeader>, String> {
         let buf = &self.rbuf[self.rstart..];
@@ -184,8 +189,7 @@ impl Peer {
         loop {
             let Some(first) = self.whole_frame()? else { return Ok(Incoming::Pending) };
             if first.command {
-                let body = &self.rbuf[self.rstart + first.header_len..self.rstart + first.total_len()];
-                let (name, data) = codec::split_command(body)?;
+                let (name, data) = codec::split_command(self.body(&first))?;
                 if name == b"PING" {
                     // PING: a 2-byte TTL, then up to 16 bytes of context that PONG echoes.
                     let context = data.get(2..).unwrap_or(&[]).to_vec();
@@ -225,7 +229,7 @@ impl Peer {
             while self.rstart < at {
                 let h = codec::parse_header(&self.rbuf[self.rstart..], usize::MAX)?
                     .ok_or("a frame vanished from the buffer")?;
-                frames.push(&self.rbuf[self.rstart + h.header_len..self.rstart + h.total_len()]);
+                frames.push(self.body(&h));
                 self.rstart += h.total_len();
             }
             return Ok(Incoming::Message);

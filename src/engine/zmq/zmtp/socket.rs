@@ -191,12 +191,22 @@ impl Socket {
         }
     }
 
+    /// The open peer with `identity`, other than peer `except`.
+    fn holder(&self, identity: &[u8], except: Option<usize>) -> Option<usize> {
+        self.slots.iter().enumerate().position(|(j, s)| {
+            Some(j) != except && matches!(s, Some(s) if s.peer.is_open() && s.peer.identity == identity)
+        })
+    }
+
     /// Drops peer `i`; `fault` names a protocol or I/O fault (a plain close is only debug).
     fn close(&mut self, i: usize, fault: Option<&str>) {
         let Some(slot) = self.slots.get_mut(i).and_then(Option::take) else { return };
         let identity = &slot.peer.identity;
-        let held = self.slots.iter().flatten().any(|s| s.peer.is_open() && s.peer.identity == *identity);
-        if self.kind == Kind::Router && slot.peer.is_open() && !identity.is_empty() && !held {
+        if self.kind == Kind::Router
+            && slot.peer.is_open()
+            && !identity.is_empty()
+            && self.holder(identity, None).is_none()
+        {
             self.lost.push(identity.clone());
         }
         // Closing the descriptor takes it out of the epoll set (we never dup peer fds).
@@ -245,16 +255,9 @@ impl Socket {
     fn opened(&mut self, i: usize) {
         let Some(Some(slot)) = self.slots.get(i) else { return };
         let identity = &slot.peer.identity;
-        if self.kind == Kind::Router {
-            let taken = self
-                .slots
-                .iter()
-                .enumerate()
-                .any(|(j, s)| j != i && matches!(s, Some(s) if s.peer.is_open() && s.peer.identity == *identity));
-            if identity.is_empty() || taken {
-                let why = format!("identity {identity:02x?} is empty or already connected");
-                return self.close(i, Some(&why));
-            }
+        if self.kind == Kind::Router && (identity.is_empty() || self.holder(identity, Some(i)).is_some()) {
+            let why = format!("identity {identity:02x?} is empty or already connected");
+            return self.close(i, Some(&why));
         }
         tracing::debug!("{}: engine connected (identity {:02x?})", self.path, identity);
     }
@@ -264,7 +267,7 @@ impl Socket {
     /// identity registered is not a loss).
     pub fn take_lost(&mut self) -> Option<Vec<u8>> {
         while let Some(identity) = self.lost.pop() {
-            if !self.slots.iter().flatten().any(|s| s.peer.is_open() && s.peer.identity == identity) {
+            if self.holder(&identity, None).is_none() {
                 return Some(identity);
             }
         }
@@ -283,9 +286,7 @@ impl Socket {
     /// ROUTER: sends `frames[1..]` to the peer whose identity is `frames[0]`, without blocking.
     pub fn send(&mut self, frames: &[&[u8]]) -> Result<(), SendError> {
         assert!(self.kind == Kind::Router && frames.len() >= 2, "only a ROUTER sends, with an identity frame");
-        let found =
-            self.slots.iter().position(|s| matches!(s, Some(s) if s.peer.is_open() && s.peer.identity == frames[0]));
-        let Some(i) = found else { return Err(SendError::Unreachable) };
+        let Some(i) = self.holder(frames[0], None) else { return Err(SendError::Unreachable) };
         let Some(Some(slot)) = self.slots.get_mut(i) else { return Err(SendError::Unreachable) };
         if slot.peer.queued_bytes() > limits::zmq_send_queue_bytes_max {
             return Err(SendError::Full);
