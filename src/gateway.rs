@@ -46,8 +46,7 @@ pub fn run(config: Config) -> Result<(), String> {
                 // mimalloc would hand this exiting thread's freed pages back to the OS only when
                 // some other thread next allocates (an idle gateway sat at ~190 MB instead of
                 // ~50 MB until its first requests).
-                // SAFETY: mi_collect only purges mimalloc's heaps; nothing of ours is touched.
-                unsafe { libmimalloc_sys::mi_collect(true) };
+                crate::util::memory::release_freed();
             })
             .map_err(|e| format!("cannot start the model loader: {e}"))?;
     }

@@ -41,6 +41,8 @@ impl Tokenizer {
     }
 
     fn from_inner(inner: tokenizers::Tokenizer) -> Self {
+        // What parsing `tokenizer.json` left behind is garbage; what is built below is kept.
+        crate::util::memory::release_freed();
         let decoder = inner.get_added_tokens_decoder();
         let mut special_ids: Vec<u32> = decoder.iter().filter(|(_, t)| t.special).map(|(&id, _)| id).collect();
         special_ids.sort_unstable();

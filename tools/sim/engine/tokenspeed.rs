@@ -311,7 +311,7 @@ fn frame_due(r: &Running) -> bool {
     match (r.req.stream, r.req.stream_interval as usize) {
         (true, k) if k > 1 => n % k == 1,
         (true, _) => true,
-        (false, _) => n == 1 || n % ts_wire::ENGINE_NON_STREAM_FRAME_TOKENS as usize == 0,
+        (false, _) => n == 1 || n.is_multiple_of(ts_wire::ENGINE_NON_STREAM_FRAME_TOKENS as usize),
     }
 }
 

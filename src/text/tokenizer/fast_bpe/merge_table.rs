@@ -1,25 +1,21 @@
-//! The merge table: pair of token ids → (rank, merged id), open-addressed so that a lookup's
+//! The merge table: pair of token ids → the merge's rank, open-addressed so that a lookup's
 //! slot is known from the key alone and can be prefetched a step before it is read (see
 //! `window.rs`). hashbrown keeps control bytes and buckets apart and offers no prefetch.
+//!
+//! A slot is one `u64`, the pair and the rank packed, eight to a cache line: half the bytes
+//! of a (key, rank, id) slot, so twice the table stays cached between requests. The merged
+//! token comes from the rank: in Qwen and DeepSeek vocabularies it is the rank plus a fixed
+//! offset, elsewhere it is read from a rank-indexed array, once per merge applied (not per
+//! lookup) and prefetched when the lookup finds it.
 
 use super::prefetch::prefetch;
 
-#[derive(Clone, Copy)]
-pub(super) struct Merge {
-    pub rank: u32,
-    pub id: u32,
-}
+/// The rank of a pair that does not merge (every real rank is lower).
+pub(super) const NO_RANK: u32 = u32::MAX;
 
-pub(super) const NO_MERGE: Merge = Merge { rank: u32::MAX, id: 0 };
-
-/// No pair has this key: token ids are far below `u32::MAX`.
 const EMPTY: u64 = u64::MAX;
 
-pub(super) fn pair_key(a: u32, b: u32) -> u64 {
-    (u64::from(a) << 32) | u64::from(b)
-}
-
-/// A key and where its lookup starts (computed once for the prefetch and the lookup).
+/// A pair's key and where its lookup starts (computed once for the prefetch and the lookup).
 #[derive(Clone, Copy)]
 pub(super) struct Probe {
     key: u64,
@@ -30,72 +26,137 @@ impl Probe {
     pub(super) const NONE: Probe = Probe { key: EMPTY, line: 0 };
 }
 
-#[derive(Clone, Copy)]
-struct Slot {
-    key: u64,
-    merge: Merge,
-}
-
-const EMPTY_SLOT: Slot = Slot { key: EMPTY, merge: NO_MERGE };
+const LINE_SLOTS: usize = 8;
 
 /// One cache line of slots. A key's probe starts at the first slot of its home line and goes
 /// on in order, so a lookup, absent keys included, ends in the one line prefetched unless that
 /// line is full (the table is sized for a load of at most 2/3).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Line([Slot; 4]);
+struct Line([u64; LINE_SLOTS]);
 
 pub(super) struct MergeTable {
     lines: Box<[Line]>,
     /// `64 - log2(lines.len())`: the hash's top bits pick the home line.
     shift: u32,
+    /// Bits per token id in a key; a slot is `(a << id_bits | b) << rank_bits | rank`.
+    id_bits: u32,
+    rank_bits: u32,
+    merged: MergedIds,
+}
+
+/// The token each rank's merge makes.
+enum MergedIds {
+    /// `rank + offset` for every rank.
+    Offset(u32),
+    ByRank(Box<[u32]>),
 }
 
 impl MergeTable {
-    /// Built once at its final size (no growth, so no freed pages left resident).
-    pub(super) fn new(entries: &[(u64, Merge)]) -> MergeTable {
-        let lines = (entries.len() * 3 / 2 / 4).next_power_of_two().max(2);
-        let mut table = MergeTable {
-            lines: vec![Line([EMPTY_SLOT; 4]); lines].into_boxed_slice(),
-            shift: 64 - lines.trailing_zeros(),
-        };
-        for &(key, merge) in entries {
-            debug_assert_ne!(key, EMPTY);
-            let mut line = table.probe(key).line;
-            // `tokenizers` keeps the last of duplicate merges; so does overwriting.
-            loop {
-                if let Some(slot) = table.lines[line].0.iter_mut().find(|s| s.key == EMPTY || s.key == key) {
-                    *slot = Slot { key, merge };
-                    break;
-                }
-                line = (line + 1) & (lines - 1);
-            }
+    /// The table of `count` merges (pairs in rank order, each with the token it makes), for
+    /// token ids up to `id_max` (every id a lookup may name), or why they do not fit. Built
+    /// once at its final size, with no list of the merges on the side: a freed temporary of a
+    /// few MiB stays resident in the allocator's pages.
+    pub(super) fn new(
+        count: usize,
+        merges: impl Iterator<Item = Result<(u32, u32, u32), String>>,
+        id_max: u32,
+    ) -> Result<MergeTable, String> {
+        // One more than the largest id, so no key is all ones (`EMPTY`).
+        let id_bits = 32 - id_max.checked_add(1).ok_or("token ids too large to pack")?.leading_zeros();
+        let rank_bits = 64u32.checked_sub(2 * id_bits).filter(|&r| r >= 20).ok_or("token ids too large to pack")?;
+        if (count as u64) >= (1u64 << rank_bits).min(u64::from(NO_RANK)) {
+            return Err("too many merges to pack".into());
         }
-        table
+        let lines = (count * 3 / 2 / LINE_SLOTS).next_power_of_two().max(2);
+        let mut table = MergeTable {
+            lines: vec![Line([EMPTY; LINE_SLOTS]); lines].into_boxed_slice(),
+            shift: 64 - lines.trailing_zeros(),
+            id_bits,
+            rank_bits,
+            merged: MergedIds::Offset(0),
+        };
+        // Ids by rank, kept only from the first merge whose id is not rank + offset on.
+        let (mut offset, mut by_rank): (Option<u32>, Option<Vec<u32>>) = (None, None);
+        let mut n = 0usize;
+        for (rank, merge) in merges.enumerate() {
+            let (a, b, id) = merge?;
+            if a.max(b).max(id) > id_max || rank >= count {
+                return Err(format!("merge {rank} names token ids beyond the vocabulary"));
+            }
+            n += 1;
+            let offset = *offset.get_or_insert(id);
+            match &mut by_rank {
+                Some(ids) => ids.push(id),
+                None if id.checked_sub(rank as u32) == Some(offset) => {}
+                None => by_rank = Some((0..rank as u32).map(|r| r + offset).chain([id]).collect()),
+            }
+            table.insert(a, b, rank);
+        }
+        if n != count {
+            return Err("fewer merges than announced".into());
+        }
+        table.merged = match by_rank {
+            Some(ids) => MergedIds::ByRank(ids.into_boxed_slice()),
+            None => MergedIds::Offset(offset.unwrap_or(0)),
+        };
+        Ok(table)
     }
 
-    pub(super) fn probe(&self, key: u64) -> Probe {
+    fn insert(&mut self, a: u32, b: u32, rank: usize) {
+        let probe = self.probe(a, b);
+        let slot_value = probe.key << self.rank_bits | rank as u64;
+        let mut line = probe.line;
+        // `tokenizers` keeps the last of duplicate merges; so does overwriting.
+        loop {
+            let rank_bits = self.rank_bits;
+            let found = self.lines[line].0.iter_mut().find(|s| **s == EMPTY || **s >> rank_bits == probe.key);
+            if let Some(slot) = found {
+                *slot = slot_value;
+                return;
+            }
+            line = (line + 1) & (self.lines.len() - 1);
+        }
+    }
+
+    pub(super) fn probe(&self, a: u32, b: u32) -> Probe {
+        debug_assert!((a | b) >> self.id_bits == 0, "token id beyond the table's id_max");
+        let key = u64::from(a) << self.id_bits | u64::from(b);
         Probe { key, line: ((key ^ (key >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize }
     }
 
-    pub(super) fn get(&self, probe: Probe) -> Merge {
+    /// The rank of the probe's pair, or `NO_RANK`.
+    pub(super) fn get(&self, probe: Probe) -> u32 {
         let mut line = probe.line;
         loop {
-            for slot in &self.lines[line].0 {
-                if slot.key == probe.key {
-                    return slot.merge;
+            for &slot in &self.lines[line].0 {
+                if slot == EMPTY {
+                    return NO_RANK;
                 }
-                if slot.key == EMPTY {
-                    return NO_MERGE;
+                if slot >> self.rank_bits == probe.key {
+                    let rank = (slot & ((1 << self.rank_bits) - 1)) as u32;
+                    if let MergedIds::ByRank(ids) = &self.merged {
+                        // Read when (if) this merge is applied, a step or more later.
+                        prefetch(&ids[rank as usize]);
+                    }
+                    return rank;
                 }
             }
             line = (line + 1) & (self.lines.len() - 1);
         }
     }
 
-    /// `key`'s probe, its home line on the way into the cache: a later `get` finds it there.
-    pub(super) fn prefetch(&self, key: u64) -> Probe {
-        let probe = self.probe(key);
+    /// The token the merge of `rank` makes (`rank` from `get`, not `NO_RANK`).
+    pub(super) fn merged(&self, rank: u32) -> u32 {
+        match &self.merged {
+            MergedIds::Offset(offset) => rank + offset,
+            MergedIds::ByRank(ids) => ids[rank as usize],
+        }
+    }
+
+    /// The pair's probe, its home line on the way into the cache: a later `get` finds it there.
+    pub(super) fn prefetch(&self, a: u32, b: u32) -> Probe {
+        let probe = self.probe(a, b);
         prefetch(&self.lines[probe.line]);
         probe
     }
@@ -105,25 +166,42 @@ impl MergeTable {
 mod tests {
     use super::*;
 
+    fn build(merges: &[(u32, u32, u32)], id_max: u32) -> Result<MergeTable, String> {
+        MergeTable::new(merges.len(), merges.iter().map(|&m| Ok(m)), id_max)
+    }
+
+    fn pairs(n: u32, id: impl Fn(u32) -> u32) -> Vec<(u32, u32, u32)> {
+        (0..n).map(|i| (i * 7 % 4099, i, id(i))).collect()
+    }
+
     #[test]
     fn finds_every_entry_and_nothing_else() {
-        let entries: Vec<(u64, Merge)> =
-            (0..5000u32).map(|i| (pair_key(i * 7 % 4099, i), Merge { rank: i, id: i + 1 })).collect();
-        let table = MergeTable::new(&entries);
-        assert!(table.lines.len() * 4 >= 7500);
-        for &(key, merge) in &entries {
-            let got = table.get(table.prefetch(key));
-            assert_eq!((got.rank, got.id), (merge.rank, merge.id));
-        }
-        for i in 0..5000u32 {
-            assert_eq!(table.get(table.probe(pair_key(i, i + 100_000))).rank, NO_MERGE.rank);
+        // Merged ids at a fixed offset from the rank, then unrelated to it.
+        for merges in [pairs(5000, |i| i + 300), pairs(5000, |i| (i * 31) % 7919)] {
+            let table = build(&merges, 105_000).expect("fits");
+            assert!(table.lines.len() * LINE_SLOTS >= 7500);
+            for (rank, &(a, b, id)) in merges.iter().enumerate() {
+                let got = table.get(table.prefetch(a, b));
+                assert_eq!((got, table.merged(got)), (rank as u32, id));
+            }
+            for i in 0..5000u32 {
+                assert_eq!(table.get(table.probe(i, i + 100_000)), NO_RANK);
+            }
         }
     }
 
     #[test]
-    fn a_duplicate_key_keeps_the_last() {
-        let key = pair_key(3, 4);
-        let table = MergeTable::new(&[(key, Merge { rank: 1, id: 9 }), (key, Merge { rank: 2, id: 8 })]);
-        assert_eq!(table.get(table.probe(key)).id, 8);
+    fn a_duplicate_pair_keeps_the_last() {
+        let table = build(&[(3, 4, 9), (3, 4, 8)], 9).expect("fits");
+        let rank = table.get(table.probe(3, 4));
+        assert_eq!((rank, table.merged(rank)), (1, 8));
+    }
+
+    #[test]
+    fn ids_too_wide_to_pack_are_refused() {
+        assert!(build(&[(3, 4, 9)], 1 << 23).is_err());
+        assert!(build(&[(3, 4, 9)], (1 << 21) - 2).is_ok());
+        assert!(build(&[(3, 4, 9)], u32::MAX).is_err());
+        assert!(build(&[(3, 4, 10)], 9).is_err(), "an id past id_max");
     }
 }

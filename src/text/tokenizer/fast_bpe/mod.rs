@@ -30,7 +30,7 @@ use tokenizers::Model;
 pub use decode::ByteDecoder;
 use index::{byte_to_char_table, char_to_byte_table, TokenIndex};
 use lookahead::Lookahead;
-use merge_table::{pair_key, Merge, MergeTable};
+use merge_table::MergeTable;
 use nfc::nfc;
 use shape::{added_passes, normalizer_is_nfc, split_regexes, to_json, BpeModel};
 use window::PieceWindow;
@@ -62,9 +62,9 @@ pub struct FastBpe {
     /// (checked at load). A piece found here skips the merge loop.
     whole_tokens: Option<TokenIndex>,
     byte_ids: [u32; 256],
-    /// The merge of every byte pair (256 × 256): the first and most frequent lookups, kept
-    /// off the hash table.
-    byte_pairs: Box<[Merge]>,
+    /// The rank of every byte pair's merge (256 × 256): the first and most frequent lookups,
+    /// kept off the hash table.
+    byte_pairs: Box<[u32]>,
     merges: MergeTable,
     /// The post-processor adds no tokens even with `add_special_tokens`.
     post_adds_nothing: bool,
@@ -85,6 +85,8 @@ impl FastBpe {
             Some(p) => to_json(p)?.get("type").and_then(Value::as_str) == Some("ByteLevel"),
         };
         let model: BpeModel = serde_json::from_value(to_json(hf.get_model())?).map_err(|e| format!("model: {e}"))?;
+        // The model's JSON is garbage now, and the tables below are kept for good.
+        crate::util::memory::release_freed();
         if model.kind != "BPE" || model.dropout.is_some() || model.byte_fallback {
             return Err("model is not a plain BPE".into());
         }
@@ -98,19 +100,17 @@ impl FastBpe {
         for (b, id) in byte_ids.iter_mut().enumerate() {
             *id = *model.vocab.get(to_char[b].to_string().as_str()).ok_or("a byte is missing from the vocabulary")?;
         }
-        let mut entries = Vec::with_capacity(model.merges.len());
-        for (rank, (a, b)) in model.merges.iter().enumerate() {
-            let (Some(&a_id), Some(&b_id), Some(&id)) =
-                (model.vocab.get(a), model.vocab.get(b), model.vocab.get(format!("{a}{b}").as_str()))
-            else {
-                return Err(format!("merge {a:?} {b:?} is not in the vocabulary"));
-            };
-            entries.push((pair_key(a_id, b_id), Merge { rank: rank as u32, id }));
-        }
-        let merges = MergeTable::new(&entries);
-        drop(entries);
+        let merges = model.merges.iter().map(|(a, b)| {
+            match (model.vocab.get(a), model.vocab.get(b), model.vocab.get(format!("{a}{b}").as_str())) {
+                (Some(&a_id), Some(&b_id), Some(&id)) => Ok((a_id, b_id, id)),
+                _ => Err(format!("merge {a:?} {b:?} is not in the vocabulary")),
+            }
+        });
+        // Every id a piece's symbols can have: bytes and merges (added tokens are never merged).
+        let id_max = model.vocab.values().copied().max().unwrap_or(0);
+        let merges = MergeTable::new(model.merges.len(), merges, id_max)?;
         let byte_pairs =
-            (0..256 * 256).map(|k| merges.get(merges.probe(pair_key(byte_ids[k >> 8], byte_ids[k & 0xff])))).collect();
+            (0..256 * 256).map(|k| merges.get(merges.probe(byte_ids[k >> 8], byte_ids[k & 0xff]))).collect();
         let (raw_added, normalized_added) = added_passes(hf, nfc)?;
         let mut fast = FastBpe {
             raw_added,

@@ -9,7 +9,7 @@
 //! Each piece runs exactly the merge loop `tokenizers` does (lowest rank first, leftmost on
 //! ties), only interleaved with the others; the pieces' tokens come out in push order.
 
-use super::merge_table::{pair_key, Merge, MergeTable, Probe, NO_MERGE};
+use super::merge_table::{MergeTable, Probe, NO_RANK};
 
 /// Pieces merging at once: enough steps of other pieces to cover a miss to memory.
 const WINDOW_PIECES: usize = 16;
@@ -22,7 +22,8 @@ const SYMBOLS_MAX: usize = 4096;
 struct Piece {
     /// Start in `syms`.
     base: u32,
-    /// Symbols at the start (bytes, or 1 for a piece pushed as a token).
+    /// Symbols left (bytes at the start, or 1 for a piece pushed as a token); each merge
+    /// removes one.
     len: u16,
     /// Lookups this piece's last step prefetched, read at the start of its next: the position
     /// whose rank each one gives, and its probe.
@@ -31,18 +32,15 @@ struct Piece {
     done: bool,
 }
 
-/// One symbol of a piece. Symbols stay where they started: a merge folds the right symbol
-/// into the left one and unlinks it, so nothing is shifted. `rank` and `merged` are the merge
-/// of this symbol and its successor; `next` and `prev` are positions within the piece. One
-/// record per symbol (not an array per field): a step touches every field of a few symbols,
-/// and the scan reads `rank` and `next` together.
+/// One symbol of a piece; a piece's symbols are contiguous. A merge folds the right symbol
+/// into the left one and moves the rest down, as tiktoken does: pieces are short (at most
+/// `LINEAR_PIECE_BYTES_MAX`, 17 bytes on average in random-token prompts), and a scan of
+/// contiguous ranks has no chain of dependent loads as a linked list does. `rank` is the merge
+/// of this symbol and its successor.
 #[derive(Clone, Copy)]
 struct Sym {
     rank: u32,
-    merged: u32,
     id: u32,
-    next: u16,
-    prev: u16,
 }
 
 #[derive(Default)]
@@ -59,27 +57,26 @@ impl PieceWindow {
     /// A piece that is already one token (an added token, or a whole vocabulary entry).
     pub(super) fn push_token(&mut self, id: u32, merges: &MergeTable, out: &mut Vec<u32>) {
         let base = self.syms.len();
-        self.syms.push(Sym { rank: NO_MERGE.rank, merged: NO_MERGE.id, id, next: 1, prev: 0 });
+        self.syms.push(Sym { rank: NO_RANK, id });
         self.add_piece(base);
         self.advance(merges, out);
     }
 
-    /// A piece of 1 to `u16::MAX` bytes, as byte-level symbols; `byte_pairs` gives the merge of
-    /// every byte pair (`(a << 8) | b`).
+    /// A piece of 1 to `u16::MAX` bytes, as byte-level symbols; `byte_pairs` gives the rank of
+    /// every byte pair's merge (`(a << 8) | b`).
     pub(super) fn push_bytes(
         &mut self,
         piece: &[u8],
         byte_ids: &[u32; 256],
-        byte_pairs: &[Merge],
+        byte_pairs: &[u32],
         merges: &MergeTable,
         out: &mut Vec<u32>,
     ) {
         debug_assert!(!piece.is_empty() && piece.len() < usize::from(u16::MAX));
         let base = self.syms.len();
         self.syms.extend(piece.iter().enumerate().map(|(i, &b)| {
-            let m = piece.get(i + 1).map_or(NO_MERGE, |&c| byte_pairs[(usize::from(b) << 8) | usize::from(c)]);
-            let i = i as u16;
-            Sym { rank: m.rank, merged: m.id, id: byte_ids[usize::from(b)], next: i + 1, prev: i.saturating_sub(1) }
+            let rank = piece.get(i + 1).map_or(NO_RANK, |&c| byte_pairs[(usize::from(b) << 8) | usize::from(c)]);
+            Sym { rank, id: byte_ids[usize::from(b)] }
         }));
         self.add_piece(base);
         self.advance(merges, out);
@@ -137,12 +134,7 @@ impl PieceWindow {
     fn emit(&mut self, out: &mut Vec<u32>) {
         while let Some(piece) = self.pieces.get(self.emitted).filter(|p| p.done) {
             let (base, n) = (piece.base as usize, usize::from(piece.len));
-            let syms = &self.syms[base..base + n];
-            let mut i = 0usize;
-            while i < n {
-                out.push(syms[i].id);
-                i = usize::from(syms[i].next);
-            }
+            out.extend(self.syms[base..base + n].iter().map(|s| s.id));
             self.emitted += 1;
         }
     }
@@ -154,47 +146,44 @@ impl PieceWindow {
         let (base, n) = (piece.base as usize, usize::from(piece.len));
         let syms = &mut self.syms[base..base + n];
         for &(pos, probe) in &piece.pending[..usize::from(piece.pending_len)] {
-            let m = merges.get(probe);
-            let sym = &mut syms[usize::from(pos)];
-            (sym.rank, sym.merged) = (m.rank, m.id);
+            syms[usize::from(pos)].rank = merges.get(probe);
         }
         piece.pending_len = 0;
         let (best, low) = lowest_rank(syms);
-        if low == NO_MERGE.rank {
+        if low == NO_RANK {
             return false;
         }
-        syms[best].id = syms[best].merged;
-        let after = usize::from(syms[usize::from(syms[best].next)].next);
-        syms[best].next = after as u16;
-        let mut defer = |pos: usize, key: u64| {
-            let probe = merges.prefetch(key);
+        syms[best].id = merges.merged(low);
+        syms.copy_within(best + 2..n, best + 1);
+        let n = n - 1;
+        piece.len = n as u16;
+        let syms = &mut syms[..n];
+        let mut defer = |pos: usize, a: u32, b: u32| {
+            let probe = merges.prefetch(a, b);
             piece.pending[usize::from(piece.pending_len)] = (pos as u16, probe);
             piece.pending_len += 1;
         };
-        if after < n {
-            syms[after].prev = best as u16;
-            defer(best, pair_key(syms[best].id, syms[after].id));
+        if best + 1 < n {
+            defer(best, syms[best].id, syms[best + 1].id);
         } else {
-            syms[best].rank = NO_MERGE.rank;
+            syms[best].rank = NO_RANK;
         }
         if best > 0 {
-            let left = usize::from(syms[best].prev);
-            defer(left, pair_key(syms[left].id, syms[best].id));
+            defer(best - 1, syms[best - 1].id, syms[best].id);
         }
         true
     }
 }
 
-/// The lowest-ranked pair and its rank, leftmost on ties: what `tokenizers`' heap pops. Only
-/// linked symbols are visited (a select, not a branch, on the rank).
+/// The lowest-ranked pair and its rank, leftmost on ties: what `tokenizers`' heap pops. Each
+/// comparison is a select, not a branch: where the lowest rank sits is random, so a branch on
+/// it would be mispredicted (and a packed `min` of rank and position measured slower).
 fn lowest_rank(syms: &[Sym]) -> (usize, u32) {
-    let (mut best, mut low) = (0usize, NO_MERGE.rank);
-    let mut i = 0usize;
-    while i < syms.len() {
-        if syms[i].rank < low {
-            (best, low) = (i, syms[i].rank);
-        }
-        i = usize::from(syms[i].next);
+    let (mut best, mut low) = (0usize, NO_RANK);
+    for (i, sym) in syms.iter().enumerate() {
+        let lower = sym.rank < low;
+        best = std::hint::select_unpredictable(lower, i, best);
+        low = std::hint::select_unpredictable(lower, sym.rank, low);
     }
     (best, low)
 }
