@@ -176,8 +176,10 @@ mod tests {
 
     #[test]
     fn finds_every_entry_and_nothing_else() {
-        // Merged ids at a fixed offset from the rank, then unrelated to it.
-        for merges in [pairs(5000, |i| i + 300), pairs(5000, |i| (i * 31) % 7919)] {
+        // Merged ids at a fixed offset from the rank; unrelated to it; at an offset for the
+        // first hundred ranks only (the ids kept by rank must include those before the break).
+        let layouts = [pairs(5000, |i| i + 300), pairs(5000, |i| (i * 31) % 7919), pairs(5000, |i| i + 300 - i / 100)];
+        for merges in layouts {
             let table = build(&merges, 105_000).expect("fits");
             assert!(table.lines.len() * LINE_SLOTS >= 7500);
             for (rank, &(a, b, id)) in merges.iter().enumerate() {
