@@ -53,15 +53,15 @@ enum MergedIds {
 }
 
 impl MergeTable {
-    /// The table of `count` merges (pairs in rank order, each with the token it makes), for
-    /// token ids up to `id_max` (every id a lookup may name), or why they do not fit. Built
-    /// once at its final size, with no list of the merges on the side: a freed temporary of a
-    /// few MiB stays resident in the allocator's pages.
+    /// The table of `merges` (pairs in rank order, each with the token it makes), for token
+    /// ids up to `id_max` (every id a lookup may name), or why they do not fit. Built once at
+    /// its final size, with no list of the merges on the side: a freed temporary of a few MiB
+    /// stays resident in the allocator's pages.
     pub(super) fn new(
-        count: usize,
-        merges: impl Iterator<Item = Result<(u32, u32, u32), String>>,
+        merges: impl ExactSizeIterator<Item = Result<(u32, u32, u32), String>>,
         id_max: u32,
     ) -> Result<MergeTable, String> {
+        let count = merges.len();
         // One more than the largest id, so no key is all ones (`EMPTY`).
         let id_bits = 32 - id_max.checked_add(1).ok_or("token ids too large to pack")?.leading_zeros();
         let rank_bits = 64u32.checked_sub(2 * id_bits).filter(|&r| r >= 20).ok_or("token ids too large to pack")?;
@@ -78,13 +78,11 @@ impl MergeTable {
         };
         // Ids by rank, kept only from the first merge whose id is not rank + offset on.
         let (mut offset, mut by_rank): (Option<u32>, Option<Vec<u32>>) = (None, None);
-        let mut n = 0usize;
         for (rank, merge) in merges.enumerate() {
             let (a, b, id) = merge?;
-            if a.max(b).max(id) > id_max || rank >= count {
+            if a.max(b).max(id) > id_max {
                 return Err(format!("merge {rank} names token ids beyond the vocabulary"));
             }
-            n += 1;
             let offset = *offset.get_or_insert(id);
             match &mut by_rank {
                 Some(ids) => ids.push(id),
@@ -92,9 +90,6 @@ impl MergeTable {
                 None => by_rank = Some((0..rank as u32).map(|r| r + offset).chain([id]).collect()),
             }
             table.insert(a, b, rank);
-        }
-        if n != count {
-            return Err("fewer merges than announced".into());
         }
         table.merged = match by_rank {
             Some(ids) => MergedIds::ByRank(ids.into_boxed_slice()),
@@ -106,10 +101,9 @@ impl MergeTable {
     fn insert(&mut self, a: u32, b: u32, rank: usize) {
         let probe = self.probe(a, b);
         let slot_value = probe.key << self.rank_bits | rank as u64;
-        let mut line = probe.line;
+        let (mut line, rank_bits) = (probe.line, self.rank_bits);
         // `tokenizers` keeps the last of duplicate merges; so does overwriting.
         loop {
-            let rank_bits = self.rank_bits;
             let found = self.lines[line].0.iter_mut().find(|s| **s == EMPTY || **s >> rank_bits == probe.key);
             if let Some(slot) = found {
                 *slot = slot_value;
@@ -167,7 +161,7 @@ mod tests {
     use super::*;
 
     fn build(merges: &[(u32, u32, u32)], id_max: u32) -> Result<MergeTable, String> {
-        MergeTable::new(merges.len(), merges.iter().map(|&m| Ok(m)), id_max)
+        MergeTable::new(merges.iter().map(|&m| Ok(m)), id_max)
     }
 
     fn pairs(n: u32, id: impl Fn(u32) -> u32) -> Vec<(u32, u32, u32)> {

@@ -108,7 +108,7 @@ impl FastBpe {
         });
         // Every id a piece's symbols can have: bytes and merges (added tokens are never merged).
         let id_max = model.vocab.values().copied().max().unwrap_or(0);
-        let merges = MergeTable::new(model.merges.len(), merges, id_max)?;
+        let merges = MergeTable::new(merges, id_max)?;
         let byte_pairs =
             (0..256 * 256).map(|k| merges.get(merges.probe(byte_ids[k >> 8], byte_ids[k & 0xff]))).collect();
         let (raw_added, normalized_added) = added_passes(hf, nfc)?;
