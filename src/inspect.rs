@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, Write};
 
-use crate::api::fields::Fields;
+use crate::api::fields::Body;
 use crate::api::openai::chat::render_prompt;
 use crate::config::TemplateArgs;
 use crate::text::model::{ModelAssets, ModelSource};
@@ -33,8 +33,7 @@ pub fn render_templates(args: &TemplateArgs) -> Result<(), String> {
             continue;
         }
         let mut json = String::new();
-        let rendered =
-            Fields::parse_body(line.as_bytes()).and_then(|v| render_prompt(&model, &template, &Fields::new(&v)));
+        let rendered = Body::parse(line.as_bytes()).and_then(|body| render_prompt(&model, &template, &body.fields()));
         match rendered {
             Ok(r) => {
                 json.push_str("{\"prompt\":");

@@ -380,6 +380,8 @@ fn malformed_bodies_are_refused_and_unknown_fields_ignored() {
         ("{\"model\": \"test-model\", \"prompt\": ".to_string(), "invalid JSON"),
         (format!("{{\"model\": \"test-model\", \"prompt\": \"x\", \"deep\": {deep}}}"), "nest"),
         ("[1, 2, 3]".to_string(), "object"),
+        // Not an object and deep: the depth limit still holds on the way to saying so.
+        ("[".repeat(100_000), "nest"),
         (invalid_utf8, "surrogate"),
         ("{\"model\": \"test-model\", \"prompt\": \"x\", \"n\": 100000}".to_string(), "n must be at most"),
         // Above the context is clamped as vLLM does; below 1 is refused.

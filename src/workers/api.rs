@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::jobs::AddWorker;
 use super::{Worker, WorkerMeta};
-use crate::api::fields::Fields;
+use crate::api::fields::Body;
 use crate::error::ApiError;
 use crate::shard::mailbox::ShardMsg;
 use crate::shard::ShardCtx;
@@ -16,8 +16,8 @@ use crate::util::json::{push_int, push_str};
 
 /// Parses a `POST /workers` body. Only the shape is checked here; the job validates the rest.
 pub fn parse_add(body: &[u8]) -> Result<AddWorker, ApiError> {
-    let v = Fields::parse_body(body)?;
-    let f = Fields::new(&v);
+    let body = Body::parse(body)?;
+    let f = body.fields();
     let url = f.str("url")?.ok_or_else(|| ApiError::invalid_param("url", "'url' is required"))?.to_string();
     let runtime = match f.str("runtime_type")? {
         Some(r) => Some(r.to_string()),
@@ -74,8 +74,8 @@ pub fn get(ctx: &Rc<ShardCtx>, id: &str) -> Result<String, ApiError> {
 
 pub fn patch(ctx: &Rc<ShardCtx>, id: &str, body: &[u8]) -> Result<String, ApiError> {
     let w = find(ctx, id)?;
-    let v = Fields::parse_body(body)?;
-    let f = Fields::new(&v);
+    let body = Body::parse(body)?;
+    let f = body.fields();
     let mut meta = w.meta();
     if let Some(labels) = f.object("labels")? {
         check_labels(&w, labels, &ctx.shared.config.served_model_name)?;

@@ -4,7 +4,7 @@ use std::rc::Rc;
 
 use super::render::{push_chat_logprobs, push_header, push_stop_reason, push_usage};
 use super::tools::{self, ToolChoice};
-use crate::api::fields::Fields;
+use crate::api::fields::{Body, Fields};
 use crate::error::ApiError;
 use crate::http::response::Responder;
 use crate::pipeline::choice::{ChoiceState, TokenLogprob};
@@ -33,8 +33,8 @@ pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
 
 /// Everything before dispatch: validation, template, tokenization, worker choice.
 fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: std::time::Instant) -> Result<(Generation, ChatFormat), ApiError> {
-    let v = Fields::parse_body(body)?;
-    let f = Fields::new(&v);
+    let body = Body::parse(body)?;
+    let f = body.fields();
     let model = super::models::resolve(ctx, &f)?;
     let mut params = params::parse(&f, Endpoint::Chat, &model)?;
     let template = ctx.chat_template(&model).map_err(ApiError::bad_request)?;

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use super::render::{next_text_offset, push_completion_logprobs, push_header, push_stop_reason, push_usage};
-use crate::api::fields::Fields;
+use crate::api::fields::Body;
 use crate::error::ApiError;
 use crate::http::response::Responder;
 use crate::limits;
@@ -37,8 +37,8 @@ fn prepare(
     body: &[u8],
     started: std::time::Instant,
 ) -> Result<(Generation, CompletionFormat), ApiError> {
-    let v = Fields::parse_body(body)?;
-    let f = Fields::new(&v);
+    let body = Body::parse(body)?;
+    let f = body.fields();
     let model = super::models::resolve(ctx, &f)?;
     let params = params::parse(&f, Endpoint::Completion, &model)?;
     let raw = f.get("prompt").ok_or_else(|| ApiError::invalid_param("prompt", "'prompt' is required"))?;

@@ -2,7 +2,7 @@
 
 use std::rc::Rc;
 
-use crate::api::fields::Fields;
+use crate::api::fields::Body;
 use crate::error::ApiError;
 use crate::pipeline::conversation;
 use crate::shard::ShardCtx;
@@ -11,8 +11,8 @@ use crate::util::json::{push_int, push_str};
 
 /// `{"prompt": "..."}` or `{"messages": [...]}` → `{"count","max_model_len","tokens"}`.
 pub fn tokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
-    let v = Fields::parse_body(body)?;
-    let f = Fields::new(&v);
+    let body = Body::parse(body)?;
+    let f = body.fields();
     let model = super::models::resolve(ctx, &f)?;
     let add_special_tokens = f.bool("add_special_tokens")?;
     let ids = if let Some(messages) = f.get("messages") {
@@ -57,8 +57,8 @@ pub fn tokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
 
 /// `{"tokens": [...]}` → `{"prompt": "..."}`.
 pub fn detokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
-    let v = Fields::parse_body(body)?;
-    let f = Fields::new(&v);
+    let body = Body::parse(body)?;
+    let f = body.fields();
     let model = super::models::resolve(ctx, &f)?;
     let ids = f.ids("tokens")?.ok_or_else(|| ApiError::invalid_param("tokens", "'tokens' is required"))?;
     let mut checked = Vec::with_capacity(ids.len());
