@@ -5,7 +5,7 @@ The Debian perf 6.1 here cannot read the symbols of the release binaries ("canno
 header") and prints raw addresses; this maps them through `nm -C` (the enclosing non-inlined
 function) and sums the percentages per function and per crate.
 
-Usage: perf_top.py PERF_DATA BINARY [--top 40]
+Usage: perf_top.py PERF_DATA BINARY [--top 40] [--expand SUBSTR] [--time START,STOP]
 """
 import argparse
 import bisect
@@ -21,6 +21,8 @@ def main():
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--expand", metavar="SUBSTR", help="for functions matching SUBSTR, attribute samples to the "
                     "inlined functions (addr2line -i) inside them: big async state machines inline everything")
+    ap.add_argument("--time", metavar="START,STOP", help="only samples in this window (perf report --time: "
+                    "seconds as `perf script` prints them, or percent slices like 0%%-10%%)")
     args = ap.parse_args()
     name = args.binary.rsplit("/", 1)[-1]
     syms = []
@@ -43,7 +45,8 @@ def main():
                 return off - o + v
         return off
     rep = subprocess.run(["perf", "report", "-i", args.data, "--no-children", "--sort", "dso,sym", "--stdio",
-                          "--percent-limit", "0"], capture_output=True, text=True).stdout
+                          "--percent-limit", "0"] + (["--time", args.time] if args.time else []),
+                         capture_output=True, text=True).stdout
     by_fn = collections.Counter()
     expand = collections.Counter()  # vaddr -> pct, for --expand
     by_crate = collections.Counter()
