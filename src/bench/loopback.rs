@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::progress::Progress;
 use super::record::RequestRecord;
-use super::runner::{self, RunSpec};
+use super::runner::{self, PreparedRequest, RunSpec};
 use super::schedule::Arrivals;
 use super::sink;
 use super::window;
@@ -53,7 +53,7 @@ fn run(
     let planned = spec_schedule.as_ref().map(Vec::len).or(count);
     let out = runner::run(RunSpec {
         cpus: vec![cpus().0],
-        requests: Arc::new(vec![request_bytes(addr)]),
+        requests: Arc::new(vec![PreparedRequest { bytes: request_bytes(addr), output_tokens: 1 }]),
         schedule: spec_schedule,
         request_count: count,
         duration: None,

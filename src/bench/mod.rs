@@ -49,7 +49,7 @@ use analysis::RunFacts;
 use args::BenchConfig;
 use progress::Progress;
 use report::Header;
-use runner::{RunOutput, RunSpec};
+use runner::{PreparedRequest, RunOutput, RunSpec};
 use schedule::Arrivals;
 use tokenizer::BenchTokenizer;
 use window::SteadyBasis;
@@ -147,11 +147,12 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
 
 /// The request bytes of every prompt, the plan, and the run itself.
 fn load(args: &BenchArgs, config: &BenchConfig, model: &str, prompts: &[Prompt]) -> Result<RunOutput, String> {
-    let requests: Vec<Vec<u8>> = prompts
+    let requests: Vec<PreparedRequest> = prompts
         .iter()
         .map(|p| {
             let body = workload::request_body(args, config, model, p);
-            workload::request_bytes(config, &body, args.new_connection_per_request)
+            let bytes = workload::request_bytes(config, &body, args.new_connection_per_request);
+            PreparedRequest { bytes, output_tokens: p.output_tokens }
         })
         .collect();
     let (schedule, request_count) = plan_requests(args, config);
