@@ -16,6 +16,9 @@ pub const http_header_count_max: usize = 128;
 /// HTTP: request body larger than this is answered 413 (a 6,000-token prompt is ~30 KiB;
 /// token-id prompts in JSON are ~7 bytes per token, so 32 MiB leaves room for long contexts).
 pub const http_body_bytes_max: usize = 32 * 1024 * 1024;
+/// JSON bodies: top-level members read from a list (scanned); a body with more is read
+/// through a hashed map, so millions of keys cannot make every field read a full scan.
+pub const request_listed_members_max: usize = 64;
 /// HTTP: time allowed from the first byte of a request to the end of its head.
 pub const http_header_read_timeout_s: u64 = 10;
 /// HTTP: time allowed to receive a whole request body once its head is in.

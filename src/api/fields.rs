@@ -6,6 +6,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+use crate::limits;
 
 pub struct Fields<'a> {
     members: Members<'a>,
@@ -28,9 +29,15 @@ fn type_error(name: &str, expected: &str, got: &Value) -> ApiError {
 /// Why not a `serde_json::Value`: its object is an `IndexMap` keyed by SipHash, and building
 /// and growing that map for the dozen top-level members was a third of decoding a chat
 /// request. A request reads each member a few times; a scan of a dozen keys is as fast as a
-/// hashed lookup. Nested objects stay `serde_json` maps (they are small, or handed on whole).
+/// hashed lookup. Nested objects stay `serde_json` maps (they are small, or handed on whole),
+/// and so does a top level of more than `request_listed_members_max` members.
 pub struct Body {
-    members: Vec<(String, Value)>,
+    members: BodyMembers,
+}
+
+enum BodyMembers {
+    List(Vec<(String, Value)>),
+    Map(Map<String, Value>),
 }
 
 impl Body {
@@ -45,6 +52,11 @@ impl Body {
         let object = body.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')) == Some(&b'{');
         if object {
             let TopLevel(members) = sonic_rs::from_slice(body).map_err(|e| json_error(&e))?;
+            let members = if members.len() > limits::request_listed_members_max {
+                BodyMembers::Map(members.into_iter().collect())
+            } else {
+                BodyMembers::List(members)
+            };
             return Ok(Body { members });
         }
         // Not an object: valid JSON of another kind, or not JSON at all.
@@ -55,12 +67,18 @@ impl Body {
     }
 
     pub fn fields(&self) -> Fields<'_> {
-        Fields { members: Members::Body(&self.members) }
+        match &self.members {
+            BodyMembers::List(list) => Fields { members: Members::Body(list) },
+            BodyMembers::Map(map) => Fields::new_map(map),
+        }
     }
 
-    /// Every member, in the order sent (duplicates included: reads see the last).
-    pub fn members(&self) -> &[(String, Value)] {
-        &self.members
+    /// The body as the object `serde_json` reads (the last of duplicate keys wins).
+    pub fn to_object(&self) -> Map<String, Value> {
+        match &self.members {
+            BodyMembers::List(list) => list.iter().cloned().collect(),
+            BodyMembers::Map(map) => map.clone(),
+        }
     }
 }
 
@@ -277,8 +295,25 @@ mod tests {
         // Duplicate keys: the last wins, as in a `serde_json` map.
         assert_eq!(f.i64("n").expect("n"), Some(3));
         assert_eq!(f.get("stop"), None);
-        assert_eq!(body.members().len(), 6);
-        let object: Map<String, Value> = body.members().iter().cloned().collect();
-        assert_eq!(Value::Object(object), reference);
+        assert_eq!(Value::Object(body.to_object()), reference);
+    }
+
+    #[test]
+    fn a_body_of_many_members_reads_the_same() {
+        // Past the listed-members limit the body is a map: reads and duplicates behave alike.
+        for count in [limits::request_listed_members_max - 2, limits::request_listed_members_max - 1, 10_000] {
+            let mut text = String::from("{\"n\":1");
+            for i in 0..count {
+                text.push_str(&format!(",\"k{i}\":{i}"));
+            }
+            text.push_str(",\"n\":2}");
+            let body = Body::parse(text.as_bytes()).expect("parse");
+            let hashed = count + 2 > limits::request_listed_members_max;
+            assert_eq!(matches!(body.members, BodyMembers::Map(_)), hashed, "{count}");
+            let reference: Value = serde_json::from_str(&text).expect("parse");
+            assert_eq!(body.fields().i64("n").expect("n"), Some(2), "{count}");
+            assert_eq!(body.fields().i64(&format!("k{}", count - 1)).expect("k"), Some(count as i64 - 1));
+            assert_eq!(Value::Object(body.to_object()), reference, "{count}");
+        }
     }
 }
