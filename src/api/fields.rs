@@ -68,7 +68,7 @@ impl Body {
 
     pub fn fields(&self) -> Fields<'_> {
         match &self.members {
-            BodyMembers::List(list) => Fields { members: Members::Body(list) },
+            BodyMembers::List(list) => Fields { members: Members::List(list) },
             BodyMembers::Map(map) => Fields::new_map(map),
         }
     }
@@ -105,7 +105,8 @@ impl<'de> serde::Deserialize<'de> for TopLevel {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<TopLevel, A::Error> {
-                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(0).clamp(16, 64));
+                let mut members =
+                    Vec::with_capacity(map.size_hint().unwrap_or(0).clamp(16, limits::request_listed_members_max));
                 while let Some(member) = map.next_entry::<String, Value>()? {
                     members.push(member);
                 }
@@ -116,10 +117,10 @@ impl<'de> serde::Deserialize<'de> for TopLevel {
     }
 }
 
-/// Where a `Fields` reads: a request body, or a nested object.
+/// Where a `Fields` reads: a body's member list, or a map (a nested object, a large body).
 #[derive(Clone, Copy)]
 enum Members<'a> {
-    Body(&'a [(String, Value)]),
+    List(&'a [(String, Value)]),
     Map(&'a Map<String, Value>),
 }
 
@@ -132,7 +133,7 @@ impl<'a> Fields<'a> {
     pub fn new(v: &'a Value) -> Self {
         match v {
             Value::Object(map) => Fields::new_map(map),
-            _ => Fields { members: Members::Body(&[]) },
+            _ => Fields { members: Members::List(&[]) },
         }
     }
 
@@ -140,7 +141,7 @@ impl<'a> Fields<'a> {
     pub fn get(&self, name: &str) -> Option<&'a Value> {
         let v = match self.members {
             // The last of duplicate keys wins, as in a `serde_json` map.
-            Members::Body(members) => members.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v),
+            Members::List(members) => members.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v),
             Members::Map(map) => map.get(name),
         };
         v.filter(|v| !v.is_null())
