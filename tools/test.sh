@@ -7,7 +7,7 @@
 # per target (0 skips it).
 #
 # Opt-in: SHARDGATE_REAL_VLLM=1 also runs the differential test against a real vLLM engine
-# (needs ../shared/tools/real-vllm/setup.sh first; minutes).
+# (needs tools/real-vllm/setup.sh first; minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -2,7 +2,7 @@
 """Differential test: the same tiny model served by `vllm serve` (the reference API server) and
 by shardgate in front of a headless vLLM engine must give identical answers.
 
-Opt-in (needs shared/tools/real-vllm/setup.sh): run with the real-vLLM venv's python or any
+Opt-in (needs tools/real-vllm/setup.sh): run with the real-vLLM venv's python or any
 python3 (stdlib only):
 
     python3 tests/real_vllm/differential.py [--cases basic|full] [--keep-going]
@@ -13,7 +13,7 @@ finish reasons, token counts (and logprobs to 1e-5 where asked). Exit status 0 =
 import argparse, hashlib, json, os, signal, socket, subprocess, sys, time, urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOOLS = os.path.join(ROOT, "..", "shared", "tools", "real-vllm")
+TOOLS = os.path.join(ROOT, "tools", "real-vllm")
 HOME = os.environ.get("REAL_VLLM_HOME", os.path.expanduser("~/.cache/real-vllm"))
 MODEL = os.environ.get("REAL_VLLM_MODEL", os.path.join(HOME, "tiny-chat"))
 NAME = "tiny-chat"

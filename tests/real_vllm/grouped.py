@@ -4,7 +4,7 @@ one ipc:// URL with `--zmq-engine-count 2`. Requests must complete on both ranks
 load report reaches the gateway's rank table), and the metrics listener must show the worker
 series with connection_mode="zmq".
 
-    python3 tests/real_vllm/grouped.py        (needs shared/tools/real-vllm/setup.sh)
+    python3 tests/real_vllm/grouped.py        (needs tools/real-vllm/setup.sh)
 
 Exit status 0 = both ranks served and the checks passed."""
 import json, os, signal, subprocess, sys, threading, time, urllib.request

