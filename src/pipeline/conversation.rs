@@ -1,23 +1,84 @@
 //! Chat messages → the conversation a chat template sees, as vLLM builds it
 //! (`vllm/renderers/chat_utils.py`): content strings (text parts joined with newlines, null as
 //! ""), assistant `tool_calls` with their JSON `arguments` parsed into objects, reasoning under
-//! both `reasoning` and `reasoning_content`, and `name` / `tool_call_id` kept.
+//! both `reasoning` and `reasoning_content`, and `name` / `tool_call_id` kept. A `developer`
+//! message becomes a system message when the template has no `developer` role, as vLLM's
+//! renderer does (`vllm/renderers/hf.py`), so the instruction is not silently dropped.
 
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 
-pub fn normalize(messages: &Value) -> Result<Value, ApiError> {
+/// The roles of OpenAI's Chat Completions API, in the order its error message lists them.
+const API_ROLES: [&str; 6] = ["system", "assistant", "user", "function", "tool", "developer"];
+
+/// `template_source` decides which roles can be rendered: the API's own, and any other role the
+/// template names as a string literal (Llama 3.1's `ipython`, for instance).
+pub fn normalize(messages: &Value, template_source: &str) -> Result<Value, ApiError> {
     let list = messages
         .as_array()
         .ok_or_else(|| ApiError::invalid_param("messages", "'messages' must be a list of message objects"))?;
     if list.is_empty() {
         return Err(ApiError::invalid_param("messages", "'messages' must contain at least one message"));
     }
-    list.iter().enumerate().map(|(i, m)| normalize_message(i, m)).collect::<Result<Vec<_>, _>>().map(Value::Array)
+    let mut out = Vec::with_capacity(list.len());
+    for (i, m) in list.iter().enumerate() {
+        out.push(normalize_message(i, m, template_source)?);
+    }
+    if out.iter().any(|m| m["role"] == "developer") && !names_role(template_source, "developer") {
+        out = developer_as_system(out);
+    }
+    Ok(Value::Array(out))
 }
 
-fn normalize_message(i: usize, m: &Value) -> Result<Value, ApiError> {
+/// Whether the template names `role` in quotes: the test vLLM applies for `developer`.
+fn names_role(template_source: &str, role: &str) -> bool {
+    let quoted = |q: char| {
+        let mut s = String::with_capacity(role.len() + 2);
+        s.push(q);
+        s.push_str(role);
+        s.push(q);
+        s
+    };
+    template_source.contains(&quoted('\'')) || template_source.contains(&quoted('"'))
+}
+
+/// Developer messages as system messages, and then (when that leaves a system message anywhere
+/// but first, or more than one) every system message merged into one at the front, their
+/// non-empty contents joined by a blank line: templates such as Qwen's render a system message
+/// only in first place.
+fn developer_as_system(conversation: Vec<Value>) -> Vec<Value> {
+    let mut merged: Vec<String> = Vec::new();
+    let mut all = Vec::with_capacity(conversation.len());
+    let mut needs_merge = false;
+    for (i, mut m) in conversation.into_iter().enumerate() {
+        if m["role"] == "developer" {
+            m["role"] = Value::from("system");
+            if let Some(o) = m.as_object_mut() {
+                o.remove("tools");
+            }
+        }
+        if m["role"] == "system" {
+            needs_merge |= i > 0 || !merged.is_empty();
+            if let Some(text) = m["content"].as_str().filter(|t| !t.is_empty()) {
+                merged.push(text.to_string());
+            }
+        }
+        all.push(m);
+    }
+    if !needs_merge {
+        return all;
+    }
+    let mut out = Vec::with_capacity(all.len() + 1);
+    let mut system = Map::new();
+    system.insert("role".into(), Value::from("system"));
+    system.insert("content".into(), Value::from(merged.join("\n\n")));
+    out.push(Value::Object(system));
+    out.extend(all.into_iter().filter(|m| m["role"] != "system"));
+    out
+}
+
+fn normalize_message(i: usize, m: &Value, template_source: &str) -> Result<Value, ApiError> {
     let param = |field: &str| format!("messages.[{i}].{field}");
     let obj = m
         .as_object()
@@ -27,6 +88,15 @@ fn normalize_message(i: usize, m: &Value) -> Result<Value, ApiError> {
         Some(_) => return Err(ApiError::invalid_param(&param("role"), "'role' must be a string")),
         None => return Err(ApiError::invalid_param(&param("role"), "each message needs a 'role'")),
     };
+    if !API_ROLES.contains(&role) && !names_role(template_source, role) {
+        // OpenAI's own answer for an unknown role; a template would drop the message silently.
+        return Err(ApiError::invalid_param(
+            &param("role"),
+            format!(
+                "Invalid value: '{role}'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'."
+            ),
+        ));
+    }
     let content = content_text(obj.get("content"), &param("content"))?;
     let mut out = Map::new();
     out.insert("role".into(), Value::String(role.to_string()));
@@ -132,6 +202,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A template with Qwen's role handling: no `developer`, a system message only first.
+    const QWEN_LIKE: &str = "{%- if messages[0].role == 'system' %}{%- endif %}{%- if message.role == \"user\" %}";
+
     #[test]
     fn normalizes_like_vllm() {
         let input = json!([
@@ -142,7 +215,7 @@ mod tests {
             {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "42"}]},
             {"role": "assistant", "content": "x", "tool_calls": []}
         ]);
-        let out = normalize(&input).unwrap();
+        let out = normalize(&input, QWEN_LIKE).unwrap();
         assert_eq!(
             out,
             json!([
@@ -169,9 +242,11 @@ mod tests {
                 "messages.[0].content",
             ),
             (json!([1]), "messages.[0]"),
+            (json!([{"role": "user", "content": "a"}, {"role": "wizard", "content": "b"}]), "messages.[1].role"),
+            (json!([{"role": "ipython", "content": "b"}]), "messages.[0].role"),
         ];
         for (input, param) in cases {
-            let e = normalize(&input).unwrap_err();
+            let e = normalize(&input, QWEN_LIKE).unwrap_err();
             assert_eq!(e.status, 400);
             assert_eq!(e.param.as_deref(), Some(param), "{input}");
         }
@@ -181,7 +256,48 @@ mod tests {
     fn malformed_arguments_become_empty_objects() {
         let input =
             json!([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "not json"}}]}]);
-        let out = normalize(&input).unwrap();
+        let out = normalize(&input, QWEN_LIKE).unwrap();
         assert_eq!(out[0]["tool_calls"][0]["function"]["arguments"], json!({}));
+    }
+
+    #[test]
+    fn an_unknown_role_is_refused_unless_the_template_names_it() {
+        let e = normalize(&json!([{"role": "wizard", "content": "x"}]), QWEN_LIKE).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Invalid value: 'wizard'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'."
+        );
+        let llama = "{%- if message.role == 'ipython' %}";
+        assert!(normalize(&json!([{"role": "ipython", "content": "x"}]), llama).is_ok());
+    }
+
+    #[test]
+    fn developer_messages_become_system_where_the_template_has_no_developer_role() {
+        let cases = [
+            // Alone: just renamed, its tools dropped.
+            (
+                json!([{"role": "developer", "content": "Be terse.", "tools": [1]}, {"role": "user", "content": "hi"}]),
+                QWEN_LIKE,
+                json!([{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}]),
+            ),
+            // Beside a system message, or after the first turn: merged into one system message first.
+            (
+                json!([
+                    {"role": "system", "content": "S"}, {"role": "user", "content": "hi"},
+                    {"role": "developer", "content": "D"}, {"role": "developer", "content": ""}
+                ]),
+                QWEN_LIKE,
+                json!([{"role": "system", "content": "S\n\nD"}, {"role": "user", "content": "hi"}]),
+            ),
+            // A template that renders developer messages gets them as they are.
+            (
+                json!([{"role": "developer", "content": "D"}]),
+                "{% if m.role == \"developer\" %}",
+                json!([{"role": "developer", "content": "D", "tools": null}]),
+            ),
+        ];
+        for (input, template, expected) in cases {
+            assert_eq!(normalize(&input, template).unwrap(), expected, "{input}");
+        }
     }
 }

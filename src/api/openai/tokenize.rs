@@ -4,9 +4,7 @@ use std::rc::Rc;
 
 use crate::api::fields::Body;
 use crate::error::ApiError;
-use crate::pipeline::conversation;
 use crate::shard::ShardCtx;
-use crate::text::template::RenderInput;
 use crate::util::json::{push_int, push_str};
 
 /// `{"prompt": "..."}` or `{"messages": [...]}` → `{"count","max_model_len","tokens"}`.
@@ -15,21 +13,10 @@ pub fn tokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
     let f = body.fields();
     let model = super::models::resolve(ctx, &f)?;
     let add_special_tokens = f.bool("add_special_tokens")?;
-    let ids = if let Some(messages) = f.get("messages") {
-        let conversation = conversation::normalize(messages)?;
+    let ids = if f.has("messages") {
+        // The prompt chat completions would render for the same messages.
         let template = ctx.chat_template(&model).map_err(ApiError::bad_request)?;
-        let extra: Vec<(String, serde_json::Value)> =
-            model.special_tokens.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
-        let text = template
-            .render(&RenderInput {
-                messages: &conversation,
-                tools: f.get("tools"),
-                documents: None,
-                add_generation_prompt: f.bool("add_generation_prompt")?.unwrap_or(true),
-                continue_final_message: f.bool("continue_final_message")?.unwrap_or(false),
-                extra: &extra,
-            })
-            .map_err(ApiError::bad_request)?;
+        let text = super::chat::render_prompt(&model, &template, &f)?.prompt;
         ctx.encode(&model, &text, add_special_tokens.unwrap_or(false)).map_err(ApiError::internal)?
     } else {
         let prompt =
