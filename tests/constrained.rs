@@ -87,14 +87,14 @@ fn response_format_and_extensions_reach_the_engine() {
 }
 
 #[test]
-fn a_named_tool_choice_returns_that_call_with_stop() {
+fn a_named_tool_choice_returns_that_call_with_tool_calls() {
     let g = gateway();
     let extra = json!({"tools": tools(), "tool_choice": {"type": "function", "function": {"name": "get_weather"}}});
     let r = g.post_json("/v1/chat/completions", &chat("named call please", extra.clone()));
     assert_eq!(r.status, 200, "{}", r.text());
     let v = r.json();
     let choice = &v["choices"][0];
-    assert_eq!(choice["finish_reason"], "stop");
+    assert_eq!(choice["finish_reason"], "tool_calls");
     assert!(choice["message"]["content"].is_null());
     let call = &choice["message"]["tool_calls"][0];
     assert_eq!(call["function"]["name"], "get_weather");
@@ -119,7 +119,7 @@ fn a_named_tool_choice_returns_that_call_with_stop() {
     assert_eq!(args, "{\"city\": \"Paris\"}");
     let finish: Vec<&Value> =
         events.iter().map(|e| &e["choices"][0]["finish_reason"]).filter(|f| !f.is_null()).collect();
-    assert_eq!(finish, vec!["stop"]);
+    assert_eq!(finish, vec!["tool_calls"]);
 }
 
 #[test]
@@ -176,4 +176,32 @@ fn required_tool_choice_returns_every_call_with_tool_calls() {
     assert_eq!(g.post_json("/v1/chat/completions", &body).status, 200);
     let schema: Value = serde_json::from_str(last_constraint(&g)["json"].as_str().unwrap()).unwrap();
     assert_eq!(schema["maxItems"], 1);
+}
+
+#[test]
+fn every_forced_call_finishes_with_tool_calls_unless_cut_by_length() {
+    let g = gateway();
+    let named = json!({"type": "function", "function": {"name": "get_weather"}});
+    let allowed = json!({"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": []}});
+    let cases = [
+        ("named call please", named.clone(), 200, "tool_calls"),
+        ("required calls please", json!("required"), 200, "tool_calls"),
+        ("required calls please", allowed, 200, "tool_calls"),
+        // Cut short by max_tokens: the engine's reason stands.
+        ("named call please", named, 3, "length"),
+    ];
+    for (prompt, choice, max_tokens, expected) in cases {
+        for stream in [false, true] {
+            let mut body = chat(prompt, json!({"tools": tools(), "tool_choice": choice, "max_tokens": max_tokens}));
+            body["stream"] = json!(stream);
+            let r = g.post_json("/v1/chat/completions", &body);
+            assert_eq!(r.status, 200, "{}", r.text());
+            let finish = if stream {
+                r.sse_json().iter().find_map(|e| e["choices"][0]["finish_reason"].as_str().map(str::to_string))
+            } else {
+                r.json()["choices"][0]["finish_reason"].as_str().map(str::to_string)
+            };
+            assert_eq!(finish.as_deref(), Some(expected), "{body}");
+        }
+    }
 }

@@ -85,8 +85,6 @@ pub struct OutputParser {
     tool: Option<Box<dyn ToolParser>>,
     model_name: String,
     first_call_number: usize,
-    /// A named function was forced: its call ends the turn with `stop`, as vLLM answers.
-    named_call: bool,
     pub parsed: Parsed,
 }
 
@@ -112,7 +110,6 @@ impl OutputParser {
             tool,
             model_name: spec.model_name.clone(),
             first_call_number: spec.prior_tool_calls,
-            named_call: matches!(spec.forced, Some(ForcedTool::Named(_))),
             parsed: Parsed::default(),
         })
     }
@@ -121,9 +118,11 @@ impl OutputParser {
         !self.parsed.calls.is_empty()
     }
 
-    /// Whether the choice finishes with `tool_calls` (it made calls, and not a forced named one).
+    /// Whether a choice the engine ended normally finishes with `tool_calls`: whenever it made
+    /// calls, forced ones included (named, `required`), which is SMG's documented rule and
+    /// what agent loops test for (vLLM answers `stop` for a named call).
     pub fn ends_in_tool_calls(&self) -> bool {
-        self.has_calls() && !self.named_call
+        self.has_calls()
     }
 
     pub fn push(&mut self, text: &str) -> ParsedDelta {
