@@ -79,6 +79,15 @@ fn a_slow_rank_receives_fewer_requests() {
     let m = g.metrics();
     assert!(m.contains("shardgate_worker_rank_in_flight{"), "{m}");
     assert!(m.contains("rank=\"1\""), "{m}");
+    // The cumulative per-rank counter agrees with what each rank received.
+    let total = |rank: usize| -> usize {
+        let line = m
+            .lines()
+            .find(|l| l.starts_with("shardgate_worker_rank_requests_total{") && l.contains(&format!("rank=\"{rank}\"")))
+            .unwrap_or_else(|| panic!("no request counter for rank {rank}: {m}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!((total(0), total(1)), (fast, slow));
 }
 
 #[test]

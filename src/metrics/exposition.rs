@@ -171,19 +171,29 @@ fn rank_metrics(
     labels: &dyn Fn(&crate::workers::Worker) -> String,
 ) {
     type Pick = fn(&crate::routing::RankLoad) -> f64;
-    let series: [(&str, &str, Pick); 4] = [
-        ("shardgate_worker_rank_in_flight", "Requests the gateway has in flight on an engine rank.", |l| {
+    let series: [(&str, &str, &str, Pick); 5] = [
+        (
+            "shardgate_worker_rank_requests_total",
+            "counter",
+            "Requests the gateway has dispatched to an engine rank.",
+            |l| l.requests_total as f64,
+        ),
+        ("shardgate_worker_rank_in_flight", "gauge", "Requests the gateway has in flight on an engine rank.", |l| {
             l.in_flight as f64
         }),
-        ("shardgate_worker_rank_running", "Running requests the engine rank last reported.", |l| f64::from(l.running)),
-        ("shardgate_worker_rank_waiting", "Waiting requests the engine rank last reported.", |l| f64::from(l.waiting)),
-        ("shardgate_worker_rank_kv_cache_usage", "KV-cache usage (0-1) the engine rank last reported.", |l| {
+        ("shardgate_worker_rank_running", "gauge", "Running requests the engine rank last reported.", |l| {
+            f64::from(l.running)
+        }),
+        ("shardgate_worker_rank_waiting", "gauge", "Waiting requests the engine rank last reported.", |l| {
+            f64::from(l.waiting)
+        }),
+        ("shardgate_worker_rank_kv_cache_usage", "gauge", "KV-cache usage (0-1) the engine rank last reported.", |l| {
             l.kv_cache_usage
         }),
     ];
     let tables: Vec<_> = workers.iter().filter_map(|w| w.ranks().map(|t| (w, t))).collect();
-    for (name, help, pick) in series {
-        header(out, name, "gauge", help);
+    for (name, kind, help, pick) in series {
+        header(out, name, kind, help);
         for (w, table) in &tables {
             for (rank, load) in table.snapshots().enumerate() {
                 let _ = writeln!(out, "{name}{{{},rank=\"{rank}\"}} {}", labels(w), pick(&load));

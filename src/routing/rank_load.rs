@@ -90,6 +90,8 @@ pub struct RankLoad {
     pub kv_cache_usage: f64,
     /// Milliseconds since the last report; `None` if the rank never reported.
     pub report_age_ms: Option<u64>,
+    /// Requests ever dispatched to the rank (across reconnects, see [`RankTable::carry_totals`]).
+    pub requests_total: u64,
 }
 
 /// The score of a rank's load: lower is better. Pure, so metrics and tests use the same formula
@@ -147,6 +149,8 @@ impl PackedReport {
 #[derive(Default)]
 struct RankSlot {
     in_flight: AtomicU64,
+    /// Dispatches ever made: on the line `in_flight` already brings into cache at each dispatch.
+    requests_total: AtomicU64,
     /// A [`PackedReport`]; 0 (no running, no waiting, no KV usage) until the first report.
     report: AtomicU64,
     /// Milliseconds since the table's epoch, plus one, of the last report; 0 = never.
@@ -263,7 +267,18 @@ impl RankTable {
 
     /// A request was sent to `rank`. Panics if `rank >= len()` (ranks come from `select`).
     pub fn dispatched(&self, rank: usize) {
-        self.slots[rank].in_flight.fetch_add(1, Ordering::AcqRel);
+        let slot = &self.slots[rank];
+        slot.in_flight.fetch_add(1, Ordering::AcqRel);
+        slot.requests_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Continues the request totals of `previous` (the table of the worker's last connection),
+    /// so that the cumulative per-rank counter survives an engine restart. Call it before the
+    /// table is shared.
+    pub fn carry_totals(&self, previous: &RankTable) {
+        for (slot, old) in self.slots.iter().zip(previous.slots.iter()) {
+            slot.requests_total.store(old.requests_total.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
     }
 
     /// A request on `rank` ended (finished, aborted or failed). When it was the rank's last,
@@ -300,6 +315,7 @@ impl RankTable {
             waiting: report.waiting(),
             kv_cache_usage: report.kv_cache_usage(),
             report_age_ms,
+            requests_total: slot.requests_total.load(Ordering::Relaxed),
         })
     }
 

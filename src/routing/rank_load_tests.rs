@@ -174,6 +174,23 @@ fn report_age_is_none_until_the_first_report() {
 }
 
 #[test]
+fn request_totals_count_dispatches_and_survive_a_new_table() {
+    let table = RankTable::new(rank_count(2));
+    for rank in [0, 1, 1, 1] {
+        table.dispatched(rank);
+        table.finished(rank);
+    }
+    let totals = |t: &RankTable| t.snapshots().map(|l| l.requests_total).collect::<Vec<_>>();
+    assert_eq!(totals(&table), vec![1, 3]);
+    // A reconnect builds a new table: the counter goes on from where it was, in-flight does not.
+    let next = RankTable::new(rank_count(2));
+    next.carry_totals(&table);
+    next.dispatched(0);
+    assert_eq!(totals(&next), vec![2, 3]);
+    assert_eq!(next.snapshot(0).map(|l| l.in_flight), Some(1));
+}
+
+#[test]
 fn slots_do_not_share_cache_lines() {
     assert_eq!(std::mem::align_of::<RankSlot>(), 128);
     assert_eq!(std::mem::size_of::<RankSlot>(), 128);

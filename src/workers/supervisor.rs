@@ -108,7 +108,11 @@ async fn serve_connection(
     let Some(rank_count) = std::num::NonZeroUsize::new(engines.len()) else {
         return Ended::Lost("the handshake registered no engine".into());
     };
-    let ranks = Arc::new(RankTable::new(rank_count));
+    let ranks = RankTable::new(rank_count);
+    if let Some(previous) = worker.ranks() {
+        ranks.carry_totals(&previous);
+    }
+    let ranks = Arc::new(ranks);
     worker.set_ranks(ranks.clone());
     let stale = discard_queued_outputs(&mut connected.pairs);
     if stale > 0 {
