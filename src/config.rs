@@ -191,8 +191,9 @@ pub struct LaunchArgs {
 pub struct DemoArgs {
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
-    #[arg(long, default_value_t = limits::http_port_default)]
-    pub port: u16,
+    /// Unset: 30000 when free, else a free port (printed). Set: that port or an error.
+    #[arg(long)]
+    pub port: Option<u16>,
     /// Shards (default: available cores).
     #[arg(long)]
     pub shards: Option<usize>,

@@ -67,6 +67,46 @@ fn sim_binary() -> Result<PathBuf, String> {
     }
 }
 
+/// The demo's ports. Its user asked for a demo, not for ports, so a default that is taken is
+/// replaced by a free one (and printed); only a `--port` given explicitly must be that port.
+struct DemoPorts {
+    http: u16,
+    metrics: u16,
+}
+
+impl DemoPorts {
+    fn pick(args: &DemoArgs) -> Result<DemoPorts, String> {
+        let http = match args.port {
+            Some(port) => port,
+            None => free_port(&args.host, crate::limits::http_port_default, &[])?,
+        };
+        // The metrics listener stays on loopback (the demo's metrics are for its user only).
+        let metrics = free_port("127.0.0.1", crate::limits::metrics_port_default, &[http])?;
+        Ok(DemoPorts { http, metrics })
+    }
+
+    /// The handshake port `launch` would derive from the socket path, unless it is taken.
+    fn handshake(&self, socket_path: &str) -> Result<u16, String> {
+        let derived = crate::engine::zmq::sockdir::derived_handshake_port(socket_path);
+        free_port("127.0.0.1", derived, &[self.http, self.metrics])
+    }
+}
+
+/// `preferred` when it is not in `taken` and can be bound on `host` now, else a port the kernel
+/// picks (not in `taken` either: those are chosen but not bound yet).
+fn free_port(host: &str, preferred: u16, taken: &[u16]) -> Result<u16, String> {
+    if !taken.contains(&preferred) && std::net::TcpListener::bind((host, preferred)).is_ok() {
+        return Ok(preferred);
+    }
+    loop {
+        let listener = std::net::TcpListener::bind((host, 0)).map_err(|e| format!("cannot listen on {host}: {e}"))?;
+        let port = listener.local_addr().map_err(|e| format!("cannot listen on {host}: {e}"))?.port();
+        if !taken.contains(&port) {
+            return Ok(port);
+        }
+    }
+}
+
 struct KillOnDrop(Child);
 
 impl Drop for KillOnDrop {
@@ -82,11 +122,13 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         println!("{}", model_dir.display());
         return Ok(());
     }
-    let socket_base = assets::cache_dir().join("run").join(format!("engine-{}", args.port));
+    let ports = DemoPorts::pick(args)?;
+    let socket_base = assets::cache_dir().join("run").join(format!("engine-{}", ports.http));
     let path = socket_base.display().to_string();
     let worker_url = format!("ipc://{path}");
+    let handshake = format!("tcp://127.0.0.1:{}", ports.handshake(&path)?);
     let mut command = Command::new(sim_binary()?);
-    command.args(["--worker-url", &worker_url, "--model-path", &model_dir.display().to_string()]).args([
+    command.args(["--handshake", &handshake, "--model-path", &model_dir.display().to_string()]).args([
         "--itl-ms",
         &args.itl_ms.to_string(),
         "--ttft-ms",
@@ -103,11 +145,17 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     }
     let sim = command.spawn().map_err(|e| format!("cannot start the simulator: {e}"))?;
     let _sim = KillOnDrop(sim);
-    let base = format!("http://{}:{}", args.host, args.port);
+    let base = format!("http://{}:{}", args.host, ports.http);
     println!("shardgate demo: simulator + gateway on {base} (model {DEMO_MODEL_NAME})");
+    println!("metrics: http://127.0.0.1:{}/metrics", ports.metrics);
     println!("try:\n  curl -s {base}/v1/chat/completions -H 'Content-Type: application/json' \\\n    -d '{{\"model\":\"{DEMO_MODEL_NAME}\",\"messages\":[{{\"role\":\"user\",\"content\":\"Hello!\"}}],\"max_tokens\":16}}'");
-    let worker =
-        WorkerConfig { url: worker_url, path, backend: Backend::Vllm, engine_count: 1, handshake_address: None };
+    let worker = WorkerConfig {
+        url: worker_url,
+        path,
+        backend: Backend::Vllm,
+        engine_count: 1,
+        handshake_address: Some(handshake),
+    };
     let config = Config {
         workers: vec![worker],
         model_path: model_dir,
@@ -115,7 +163,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         chat_template: None,
         served_model_name: DEMO_MODEL_NAME.to_string(),
         host: args.host.clone(),
-        port: args.port,
+        port: ports.http,
         shards: args.shards.unwrap_or_else(config::available_cores),
         health_check_interval_s: crate::limits::health_check_interval_s_default,
         reasoning_parser: None,
@@ -125,7 +173,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         dp_aware: false,
         remove_unhealthy_workers: false,
         metrics_host: "127.0.0.1".into(),
-        metrics_port: args.port.wrapping_sub(1000),
+        metrics_port: ports.metrics,
         security: Default::default(),
         admission: Default::default(),
         shutdown_timeout_s: crate::limits::shutdown_timeout_s_default,
