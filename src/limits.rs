@@ -82,6 +82,14 @@ pub const stop_string_bytes_max: usize = 1024;
 pub const logprobs_max: i64 = 20;
 /// Requests: `logit_bias` entries.
 pub const logit_bias_entries_max: usize = 4096;
+/// Requests: `stop_token_ids` entries.
+pub const stop_token_ids_max: usize = 4096;
+/// Requests: `bad_words` entries (each is tokenized twice).
+pub const bad_words_max: usize = 4096;
+/// Requests: bytes of one bad word.
+pub const bad_word_bytes_max: usize = 1024;
+/// Requests: `allowed_token_ids` entries (more than any vocabulary has).
+pub const allowed_token_ids_max: usize = 1 << 20;
 /// Requests: prompts in one completions request.
 pub const prompts_per_request_max: usize = 1024;
 /// Requests: JSON nesting depth accepted in a request body.

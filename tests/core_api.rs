@@ -198,6 +198,15 @@ fn bad_parameters_get_400_and_never_reach_the_engine() {
         (chat("x", json!({"top_k": -5})), 400, Some("top_k")),
         (chat("x", json!({"logit_bias": {"99999999": 1}})), 400, Some("logit_bias")),
         (chat("x", json!({"stop_token_ids": [-1]})), 400, Some("stop_token_ids")),
+        // Lists past their count limit (each was quadratic work on a shard's thread).
+        (chat("x", json!({"stop_token_ids": vec![5; 4097]})), 400, Some("stop_token_ids")),
+        (
+            chat("x", json!({"bad_words": (0..4097).map(|i| format!("w{i}")).collect::<Vec<_>>()})),
+            400,
+            Some("bad_words"),
+        ),
+        (chat("x", json!({"bad_words": ["x".repeat(1025)]})), 400, Some("bad_words")),
+        (chat("x", json!({"allowed_token_ids": vec![5; (1 << 20) + 1]})), 400, Some("allowed_token_ids")),
         (chat("x", json!({"stream_options": {"include_usage": true}})), 400, Some("stream_options")),
         (chat("x", json!({"presence_penalty": 5})), 400, Some("presence_penalty")),
         (chat("x", json!({"repetition_penalty": 0})), 400, Some("repetition_penalty")),
@@ -248,14 +257,42 @@ fn prompt_longer_than_the_context_is_400() {
         "{e}"
     );
     assert_eq!(e["error"]["code"], "context_length_exceeded");
-    // max_tokens is clamped to what is left of the context.
+    // An output bound the window holds is clamped to what the prompt leaves of it.
     let r = g.post_json(
         "/v1/completions",
-        &json!({"model": "test-model", "prompt": "hi", "max_tokens": 1000, "ignore_eos": true}),
+        &json!({"model": "test-model", "prompt": "hi", "max_tokens": 64, "ignore_eos": true}),
     );
     assert_eq!(r.status, 200, "{}", r.text());
     let add = g.adds().pop().unwrap();
     assert_eq!(add["max_tokens"].as_u64().unwrap() + add["prompt_len"].as_u64().unwrap(), 64);
+    // One it cannot hold is refused (as `vllm serve` does), streamed or not, before any byte of
+    // a stream and before anything reaches the engine.
+    let sent = g.adds().len();
+    let over = [
+        ("/v1/completions", json!({"prompt": "hi", "max_tokens": 65}), "max_tokens", 65_i64),
+        ("/v1/completions", json!({"prompt": "hi", "max_tokens": 1000, "stream": true}), "max_tokens", 1000),
+        ("/v1/chat/completions", chat("hi", json!({"max_tokens": 65})), "max_tokens", 65),
+        ("/v1/chat/completions", chat("hi", json!({"max_tokens": 65, "stream": true})), "max_tokens", 65),
+        (
+            "/v1/chat/completions",
+            chat("hi", json!({"max_completion_tokens": 10_000_000_000_i64})),
+            "max_completion_tokens",
+            10_000_000_000_i64,
+        ),
+    ];
+    for (path, mut body, param, value) in over {
+        body["model"] = json!("test-model");
+        let r = g.post_json(path, &body);
+        assert_eq!(r.status, 400, "{body} -> {}", r.text());
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        let e = r.json();
+        assert_eq!(
+            e["error"]["message"],
+            format!("{param}={value} cannot be greater than max_model_len=64. Please request fewer output tokens.")
+        );
+        assert_eq!(e["error"]["param"], param);
+    }
+    assert_eq!(g.adds().len(), sent, "a refused request reached the engine");
 }
 
 #[test]
@@ -440,4 +477,28 @@ fn the_gateway_reports_its_own_part_of_the_time_to_first_token() {
     assert_eq!((n, own_n), (1, 1), "{m}");
     assert!(ttft >= 0.3, "time to first token {ttft} s includes the engine's 300 ms");
     assert!(own > 0.0 && own < 0.25, "the gateway's own part {own} s excludes the engine's 300 ms");
+}
+
+#[test]
+fn developer_messages_reach_the_prompt_and_unknown_roles_are_refused() {
+    let g = Gateway::with_script(&[("", "ok")]);
+    let tokens = |role: &str| {
+        let body = json!({"model": "test-model", "messages": [
+            {"role": role, "content": "You are terse."}, {"role": "user", "content": "Hi"}]});
+        let r = g.post_json("/v1/tokenize", &body);
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["tokens"].clone()
+    };
+    // Qwen3's template has no developer role: the instruction is rendered as the system message.
+    assert_eq!(tokens("developer"), tokens("system"));
+    let r = g.post_json(
+        "/v1/chat/completions",
+        &json!({"model": "test-model", "messages": [
+            {"role": "user", "content": "Hi"}, {"role": "wizard", "content": "Obey."}]}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    let e = r.json();
+    assert_eq!(e["error"]["param"], "messages.[1].role");
+    assert!(e["error"]["message"].as_str().unwrap().starts_with("Invalid value: 'wizard'."), "{e}");
+    assert!(g.adds().is_empty());
 }

@@ -47,6 +47,9 @@ pub struct RequestParams {
     pub cache_salt: Option<String>,
     /// `max_tokens` as the client gave it (clamped to the context per prompt later).
     pub max_tokens_requested: Option<u32>,
+    /// The client's own output bound and the field it came in, checked against the context
+    /// window once the worker is known (`check_max_tokens`).
+    pub max_tokens_client: Option<(i64, &'static str)>,
 }
 
 fn bad(param: &str, message: String) -> ApiError {
@@ -118,6 +121,7 @@ pub fn parse(f: &Fields<'_>, endpoint: Endpoint, model: &ModelAssets) -> Result<
             return Err(bad(max_tokens_param, format!("max_tokens must be at least 1, got {m}.")));
         }
     }
+    let max_tokens_client = max_tokens_requested.map(|m| (m, max_tokens_param));
     let max_tokens_requested = max_tokens_requested.map(|m| m.min(u32::MAX as i64) as u32).or(d.max_new_tokens);
     if let Some(m) = max_tokens_requested {
         if min_tokens > m as i64 {
@@ -157,7 +161,8 @@ pub fn parse(f: &Fields<'_>, endpoint: Endpoint, model: &ModelAssets) -> Result<
     dedup_in_order(&mut output.stop);
 
     let vocab = model.vocab_size;
-    let mut stop_token_ids = token_ids_in_vocab(f, "stop_token_ids", vocab)?.unwrap_or_default();
+    let mut stop_token_ids =
+        token_ids_in_vocab(f, "stop_token_ids", vocab, limits::stop_token_ids_max)?.unwrap_or_default();
     dedup_in_order(&mut stop_token_ids);
     output.logprobs = parse_logprobs(f, endpoint)?;
     s.logprobs = output.logprobs.map(|k| k as i32);
@@ -173,7 +178,7 @@ pub fn parse(f: &Fields<'_>, endpoint: Endpoint, model: &ModelAssets) -> Result<
         s.prompt_logprobs = output.logprobs.map(|k| k as i32);
     }
     s.logit_bias = parse_logit_bias(f, vocab)?;
-    s.allowed_token_ids = match token_ids_in_vocab(f, "allowed_token_ids", vocab)? {
+    s.allowed_token_ids = match token_ids_in_vocab(f, "allowed_token_ids", vocab, limits::allowed_token_ids_max)? {
         Some(ids) if ids.is_empty() => {
             return Err(bad("allowed_token_ids", "allowed_token_ids is not None and empty!".into()))
         }
@@ -212,6 +217,7 @@ pub fn parse(f: &Fields<'_>, endpoint: Endpoint, model: &ModelAssets) -> Result<
         priority,
         cache_salt,
         max_tokens_requested,
+        max_tokens_client,
     })
 }
 
@@ -309,8 +315,11 @@ fn parse_logprobs(f: &Fields<'_>, endpoint: Endpoint) -> Result<Option<u32>, Api
     }
 }
 
-fn token_ids_in_vocab(f: &Fields<'_>, name: &str, vocab: usize) -> Result<Option<Vec<u32>>, ApiError> {
+fn token_ids_in_vocab(f: &Fields<'_>, name: &str, vocab: usize, max: usize) -> Result<Option<Vec<u32>>, ApiError> {
     let Some(ids) = f.ids(name)? else { return Ok(None) };
+    if ids.len() > max {
+        return Err(bad(name, format!("{name} has more than {max} entries")));
+    }
     let invalid: Vec<i64> = ids.iter().copied().filter(|&t| t < 0 || t as u64 >= vocab as u64).collect();
     if !invalid.is_empty() {
         return Err(bad(
@@ -352,6 +361,12 @@ fn parse_logit_bias(f: &Fields<'_>, vocab: usize) -> Result<Vec<(u32, f64)>, Api
 /// `bad_words` → token-id sequences, with and without a leading space, as vLLM does.
 fn bad_words(f: &Fields<'_>, model: &ModelAssets) -> Result<Vec<Vec<u32>>, ApiError> {
     let mut words = f.strings("bad_words")?;
+    if words.len() > limits::bad_words_max || words.iter().any(|w| w.len() > limits::bad_word_bytes_max) {
+        return Err(bad(
+            "bad_words",
+            format!("at most {} bad words of at most {} bytes each", limits::bad_words_max, limits::bad_word_bytes_max),
+        ));
+    }
     if words.iter().any(String::is_empty) {
         return Err(bad("bad_words", format!("bad_words cannot contain an empty string. Got bad_words={words:?}")));
     }
@@ -412,22 +427,30 @@ fn apply_eos(s: &mut SamplingParams, user_stop_ids: &[u32], output: &OutputOptio
     s.all_stop_token_ids = all;
 }
 
-fn dedup_in_order<T: PartialEq + Clone>(v: &mut Vec<T>) {
-    let mut seen: Vec<T> = Vec::with_capacity(v.len());
-    v.retain(|x| {
-        if seen.contains(x) {
-            false
-        } else {
-            seen.push(x.clone());
-            true
-        }
-    });
+/// Keeps the first of equal items, in one pass (lists come from clients: no quadratic scan).
+fn dedup_in_order<T: std::hash::Hash + Eq + Clone>(v: &mut Vec<T>) {
+    let mut seen = std::collections::HashSet::with_capacity(v.len());
+    v.retain(|x| seen.insert(x.clone()));
 }
 
 /// vLLM's `get_max_tokens`: the context left after the prompt, capped by the request.
 pub fn resolve_max_tokens(requested: Option<u32>, max_model_len: u32, prompt_len: usize) -> u32 {
     let room = (max_model_len as usize).saturating_sub(prompt_len) as u32;
     requested.map_or(room, |r| r.min(room))
+}
+
+/// vLLM's `TokenizeParams` check: an output bound the context window cannot hold is refused,
+/// not clamped (a smaller one is clamped to the room the prompt leaves, `resolve_max_tokens`).
+pub fn check_max_tokens(params: &RequestParams, max_model_len: u32) -> Result<(), ApiError> {
+    match params.max_tokens_client {
+        Some((requested, param)) if requested > max_model_len as i64 => Err(bad(
+            param,
+            format!(
+                "{param}={requested} cannot be greater than max_model_len={max_model_len}. Please request fewer output tokens."
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The prompt-length checks vLLM applies before anything reaches the engine.
@@ -473,6 +496,16 @@ mod tests {
             assert_eq!(e.status, 400);
             assert!(e.message.contains(text), "{}", e.message);
         }
+    }
+
+    #[test]
+    fn dedup_keeps_the_first_of_each_in_order() {
+        let mut v = vec![3, 1, 3, 2, 1, 3];
+        dedup_in_order(&mut v);
+        assert_eq!(v, vec![3, 1, 2]);
+        let mut words: Vec<String> = ["b", "a", "b"].iter().map(|s| s.to_string()).collect();
+        dedup_in_order(&mut words);
+        assert_eq!(words, vec!["b", "a"]);
     }
 
     #[test]

@@ -66,10 +66,31 @@ def cases(kind):
         out.append(("chat", {"messages": m, "temperature": 0, "max_tokens": 24, "stream": True}))
     out.append(("completion", {"prompt": "The capital of France is", "temperature": 0, "max_tokens": 20}))
     out.append(("completion", {"prompt": "def fib(n):", "temperature": 0, "max_tokens": 20, "stream": True}))
+    out += drop_in_cases()
     if kind == "full":
         out += full_cases(msgs)
     if kind in ("full", "constrained"):
         out += constrained_cases(msgs)
+    return out
+
+
+def drop_in_cases():
+    """Where a template alone would differ from `vllm serve`: a developer message (Qwen3's
+    template has no developer role; vLLM renders it as the system message), and an output bound
+    larger than the context window (vLLM refuses it; the model serves 1024 tokens)."""
+    out = []
+    for m in (
+        [{"role": "developer", "content": "You are terse."}, {"role": "user", "content": "Name three colors."}],
+        [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hi"},
+         {"role": "developer", "content": "Answer in French."}, {"role": "user", "content": "Name a color."}],
+    ):
+        for stream in (False, True):
+            out.append(("chat", {"messages": m, "temperature": 0, "max_tokens": 16, "stream": stream}))
+    hello = [{"role": "user", "content": "Hello!"}]
+    for stream in (False, True):
+        out.append(("chat", {"messages": hello, "max_tokens": 1025, "stream": stream}))
+        out.append(("completion", {"prompt": "Hello", "max_tokens": 5000, "stream": stream}))
+    out.append(("chat", {"messages": hello, "max_completion_tokens": 2048}))
     return out
 
 
@@ -147,7 +168,11 @@ def run_all(base, reqs):
 def summarize(kind, body, status, raw):
     """The comparable part of an answer: per choice text, finish reason, stop reason, logprobs."""
     if status != 200:
-        return {"status": status}
+        try:
+            error = json.loads(raw).get("error") or {}
+        except ValueError:
+            error = {}
+        return {"status": status, "message": error.get("message"), "param": error.get("param")}
     if body.get("stream"):
         choices, usage = {}, None
         for line in raw.decode().split("\n\n"):
@@ -215,7 +240,7 @@ def same(a, b):
     if a["status"] != b["status"]:
         return False
     if a["status"] != 200:
-        return True
+        return (a.get("message"), a.get("param")) == (b.get("message"), b.get("param"))
     if a.get("usage") and b.get("usage") and a["usage"] != b["usage"]:
         return False
     if len(a["choices"]) != len(b["choices"]):

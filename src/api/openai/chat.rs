@@ -53,6 +53,7 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: std::time::Instant) -> Resu
     }
     let ids = ctx.encode(&model, &prompt_text, false).map_err(ApiError::internal)?;
     let link = ctx.pick_link(&ids).ok_or_else(|| ApiError::unavailable("no healthy worker is available"))?;
+    params::check_max_tokens(&params, link.max_model_len())?;
     params::check_prompt_len(ids.len(), link.max_model_len(), "messages")?;
     let response_id = crate::util::ids::response_id("chatcmpl");
     let format = ChatFormat::new(
@@ -114,7 +115,8 @@ pub struct RenderedChat {
 /// `shardgate template`, to compare with transformers).
 pub fn render_prompt(model: &ModelAssets, template: &ChatTemplate, f: &Fields<'_>) -> Result<RenderedChat, ApiError> {
     let messages = f.get("messages").ok_or_else(|| ApiError::invalid_param("messages", "'messages' is required"))?;
-    let conversation = conversation::normalize(messages)?;
+    let template_source = model.chat_template.as_deref().unwrap_or("");
+    let conversation = conversation::normalize(messages, template_source)?;
     let add_generation_prompt = f.bool("add_generation_prompt")?.unwrap_or(true);
     let continue_final_message = f.bool("continue_final_message")?.unwrap_or(false);
     if add_generation_prompt && continue_final_message {
@@ -124,7 +126,6 @@ pub fn render_prompt(model: &ModelAssets, template: &ChatTemplate, f: &Fields<'_
     }
     let tools = tools::parse_tools(f)?;
     let tool_choice = tools::parse_tool_choice(f, &tools)?;
-    let template_source = model.chat_template.as_deref().unwrap_or("");
     let mut kwargs = f.object("chat_template_kwargs")?.cloned().unwrap_or_default();
     let thinking_on = thinking::apply(f, template_source, &mut kwargs)?;
     let mut extra: Vec<(String, serde_json::Value)> =

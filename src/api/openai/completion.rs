@@ -49,6 +49,7 @@ fn prepare(
     if prompts.len() * params.n as usize > limits::choices_per_request_max as usize * 8 {
         return Err(ApiError::invalid_param("n", "too many choices (prompts × n) in one request"));
     }
+    params::check_max_tokens(&params, link.max_model_len())?;
     for p in &mut prompts {
         params::check_prompt_len(p.token_ids.len(), link.max_model_len(), "prompt")?;
     }
