@@ -16,6 +16,9 @@ pub const http_header_count_max: usize = 128;
 /// HTTP: request body larger than this is answered 413 (a 6,000-token prompt is ~30 KiB;
 /// token-id prompts in JSON are ~7 bytes per token, so 32 MiB leaves room for long contexts).
 pub const http_body_bytes_max: usize = 32 * 1024 * 1024;
+/// HTTP: a request body at least this large hands the shard's freed memory back to the OS once
+/// the request is over (a purge costs about a millisecond: not worth it for every request).
+pub const http_body_release_bytes_min: usize = 1024 * 1024;
 /// JSON bodies: top-level members read from a list (scanned); a body with more is read
 /// through a hashed map, so millions of keys cannot make every field read a full scan.
 pub const request_listed_members_max: usize = 64;
@@ -133,5 +136,6 @@ pub const http_port_default: u16 = 30000;
 pub const metrics_port_default: u16 = 29000;
 
 const _: () = assert!(http_header_bytes_max < http_body_bytes_max);
+const _: () = assert!(http_body_release_bytes_min < http_body_bytes_max);
 const _: () = assert!(handshake_port_base as u64 + handshake_port_span <= u16::MAX as u64);
 const _: () = assert!(unix_socket_path_bytes_max < 108);

@@ -19,6 +19,17 @@ fn ok(body: String) -> Answer {
 }
 
 pub async fn dispatch(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
+    // A large body is parsed into many times its size (a JSON array of small numbers: about 30
+    // times); once the request is over, that memory goes back to the OS instead of staying
+    // with the shard's heap for the life of the process.
+    let large = req.body.len() >= crate::limits::http_body_release_bytes_min;
+    route(ctx, req, r).await;
+    if large {
+        crate::util::memory::release_freed();
+    }
+}
+
+async fn route(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
     let method = req.head.method.as_str();
     let path = req.head.path.trim_end_matches('/');
     let path = if path.is_empty() { "/" } else { path };

@@ -381,6 +381,13 @@ impl Gateway {
     }
 
     /// The Prometheus exposition text.
+    /// The gateway's resident memory, MiB.
+    pub fn rss_mib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.gateway.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() / 1024
+    }
+
     pub fn metrics(&self) -> String {
         let mut s = TcpStream::connect(("127.0.0.1", self.metrics_port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
