@@ -288,7 +288,10 @@ fn prompt_longer_than_the_context_is_400() {
         let e = r.json();
         assert_eq!(
             e["error"]["message"],
-            format!("{param}={value} cannot be greater than max_model_len=64. Please request fewer output tokens.")
+            format!(
+                "{param}={value} cannot be greater than max_model_len=64. Please request fewer output tokens. \
+                 (parameter={param}, value={value})"
+            )
         );
         assert_eq!(e["error"]["param"], param);
     }

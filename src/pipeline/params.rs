@@ -441,12 +441,14 @@ pub fn resolve_max_tokens(requested: Option<u32>, max_model_len: u32, prompt_len
 
 /// vLLM's `TokenizeParams` check: an output bound the context window cannot hold is refused,
 /// not clamped (a smaller one is clamped to the room the prompt leaves, `resolve_max_tokens`).
+/// The text ends as vLLM's `VLLMValidationError` renders itself, naming parameter and value.
 pub fn check_max_tokens(params: &RequestParams, max_model_len: u32) -> Result<(), ApiError> {
     match params.max_tokens_client {
         Some((requested, param)) if requested > max_model_len as i64 => Err(bad(
             param,
             format!(
-                "{param}={requested} cannot be greater than max_model_len={max_model_len}. Please request fewer output tokens."
+                "{param}={requested} cannot be greater than max_model_len={max_model_len}. Please request fewer output \
+                 tokens. (parameter={param}, value={requested})"
             ),
         )),
         _ => Ok(()),
