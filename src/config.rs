@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::engine::zmq::sockdir;
 use crate::limits;
 use crate::routing::{CacheAwareConfig, PolicyKind};
 use crate::text::tokenizer::cache::CacheConfig;
@@ -185,6 +186,10 @@ pub struct LaunchArgs {
     /// Accepted for compatibility; ZMQ workers keep health checks on (they reconnect engines).
     #[arg(long = "disable-health-check")]
     pub disable_health_check: bool,
+    /// Every `ipc://` socket path (`--worker-urls` and `POST /workers`) must lie under this
+    /// directory, symlinks resolved (unset: anywhere the gateway's user can write).
+    #[arg(long = "worker-socket-root", value_name = "DIR")]
+    pub worker_socket_root: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -257,6 +262,8 @@ pub struct Config {
     pub stream_write_timeout_s: u64,
     pub routing: Routing,
     pub engine_silence_s: u64,
+    /// `--worker-socket-root`: where `ipc://` socket files may be.
+    pub worker_socket_root: Option<PathBuf>,
 }
 
 /// `--policy` and its settings.
@@ -316,19 +323,26 @@ impl Config {
         if a.worker_urls.is_empty() {
             return Err("no workers: pass --worker-urls ipc:///path/to/engine-0".into());
         }
-        let mut workers = Vec::with_capacity(a.worker_urls.len());
+        let shards = a.shards.unwrap_or_else(available_cores);
+        if shards == 0 || shards > 1024 {
+            return Err(format!("--shards must be between 1 and 1024, got {shards}"));
+        }
+        let worker_socket_root = socket_root(a.worker_socket_root.as_deref())?;
+        let pairs = crate::engine::zmq::handshake::pair_count(backend, shards);
+        let mut workers: Vec<WorkerConfig> = Vec::with_capacity(a.worker_urls.len());
         for url in &a.worker_urls {
-            let path = url.strip_prefix("ipc://").filter(|p| !p.is_empty()).ok_or_else(|| {
-                format!("Failed job: type=AddWorker, worker={url}: ZMQ worker URL must be ipc://<path>")
-            })?;
-            if !path.starts_with('/') {
-                return Err(format!(
-                    "Failed job: type=AddWorker, worker={url}: ZMQ worker URL must be ipc://<path> with an absolute path"
-                ));
+            let refused = |reason: String| format!("Failed job: type=AddWorker, worker={url}: {reason}");
+            let path = url
+                .strip_prefix("ipc://")
+                .ok_or_else(|| refused("ZMQ worker URL must be ipc://<path>".into()))
+                .and_then(|p| sockdir::normalize(p).map_err(refused))?;
+            if let Some(other) = workers.iter().find(|w| sockdir::same_files(&w.path, &path)) {
+                return Err(refused(format!("worker {url} is already registered as {}", other.url)));
             }
+            sockdir::check(&path, pairs, worker_socket_root.as_deref()).map_err(refused)?;
             workers.push(WorkerConfig {
-                url: url.clone(),
-                path: path.to_string(),
+                url: format!("ipc://{path}"),
+                path,
                 backend,
                 engine_count: a.zmq_engine_count,
                 handshake_address: None,
@@ -353,10 +367,6 @@ impl Config {
                  template from a local model directory",
                 model_path.display()
             ));
-        }
-        let shards = a.shards.unwrap_or_else(available_cores);
-        if shards == 0 || shards > 1024 {
-            return Err(format!("--shards must be between 1 and 1024, got {shards}"));
         }
         if a.disable_health_check {
             for w in &workers {
@@ -431,7 +441,29 @@ impl Config {
             stream_write_timeout_s: a.stream_write_timeout_secs.max(1),
             routing,
             engine_silence_s: a.engine_silence_timeout_secs.max(1),
+            worker_socket_root,
         })
+    }
+}
+
+/// `--worker-socket-root`, absolute and without `..` (so where it points is plain). Without it,
+/// a gateway running as root may be told to put socket files anywhere: said once at startup.
+fn socket_root(root: Option<&std::path::Path>) -> Result<Option<PathBuf>, String> {
+    match root {
+        Some(dir) if !dir.is_absolute() || dir.components().any(|c| c == std::path::Component::ParentDir) => {
+            Err(format!("--worker-socket-root must be an absolute path without '..', got {}", dir.display()))
+        }
+        Some(dir) => Ok(Some(dir.to_path_buf())),
+        None => {
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } == 0 {
+                tracing::warn!(
+                    "running as root without --worker-socket-root: ipc socket paths are unrestricted \
+                     (a worker URL may place socket files in any directory)"
+                );
+            }
+            Ok(None)
+        }
     }
 }
 
@@ -471,7 +503,7 @@ fn check_handshake_collisions(workers: &[WorkerConfig]) -> Result<(), String> {
 pub fn handshake_address(w: &WorkerConfig) -> String {
     w.handshake_address
         .clone()
-        .unwrap_or_else(|| format!("tcp://127.0.0.1:{}", crate::engine::zmq::sockdir::derived_handshake_port(&w.path)))
+        .unwrap_or_else(|| format!("tcp://127.0.0.1:{}", sockdir::derived_handshake_port(&w.path)))
 }
 
 #[cfg(test)]
@@ -490,7 +522,9 @@ mod tests {
 
     #[test]
     fn startup_errors_use_the_seed_texts() {
-        let cases: [(&[&str], &str); 9] = [
+        // `-out.sock` fits in `sun_path`; shard 1's `-in.1.sock` does not.
+        let long = format!("ipc:///tmp/sg/{}", "x".repeat(90));
+        let cases: [(&[&str], &str); 15] = [
             (&["--worker-urls", "http://x:8000", "--model-path", "/m"], "ZMQ worker URL must be ipc://<path>"),
             (&["--worker-urls", "ipc:///tmp/sg/e0"], "has no model identity"),
             (
@@ -503,7 +537,22 @@ mod tests {
             ),
             (
                 &["--worker-urls", "ipc:///tmp/sg/e0", "ipc:///tmp/sg/e0", "--model-path", "/m"],
-                "already claimed by worker ipc:///tmp/sg/e0",
+                "worker ipc:///tmp/sg/e0 is already registered as ipc:///tmp/sg/e0",
+            ),
+            (
+                &["--worker-urls", "ipc:///tmp/sg/e0", "ipc:///tmp//sg/./e0", "--model-path", "/m"],
+                "worker ipc:///tmp//sg/./e0 is already registered as ipc:///tmp/sg/e0",
+            ),
+            (&["--worker-urls", "ipc://tmp/e0", "--model-path", "/m"], "must be ipc://<path> with an absolute path"),
+            (&["--worker-urls", "ipc:///tmp/sg/../e0", "--model-path", "/m"], "without '..' components"),
+            (&["--worker-urls", long.as_str(), "--model-path", "/m"], "-in.1.sock is too long"),
+            (
+                &["--worker-urls", "ipc:///etc/sg/e0", "--model-path", "/m", "--worker-socket-root", "/tmp/sg"],
+                "ipc socket path /etc/sg/e0 is outside --worker-socket-root /tmp/sg",
+            ),
+            (
+                &["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/m", "--worker-socket-root", "tmp/sg"],
+                "--worker-socket-root must be an absolute path without '..', got tmp/sg",
             ),
             (&["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/nonexistent/model"], "is not a local directory"),
             (
@@ -520,7 +569,8 @@ mod tests {
             ),
         ];
         for (args, expected) in cases {
-            let e = launch(args).unwrap_err();
+            let args: Vec<&str> = args.iter().copied().chain(["--shards", "2"]).collect();
+            let e = launch(&args).unwrap_err();
             assert!(e.contains(expected), "args {args:?}: {e}");
         }
     }
@@ -534,8 +584,25 @@ mod tests {
         assert_eq!(c.workers[0].engine_count, 1);
         assert_eq!(
             handshake_address(&c.workers[0]),
-            format!("tcp://127.0.0.1:{}", crate::engine::zmq::sockdir::derived_handshake_port("/tmp/sg/e0"))
+            format!("tcp://127.0.0.1:{}", sockdir::derived_handshake_port("/tmp/sg/e0"))
         );
         assert_eq!(c.served_model_name, "/tmp");
+        assert_eq!(c.worker_socket_root, None);
+    }
+
+    /// A worker is known by its normalised path: its URL, its socket files and its derived
+    /// handshake port.
+    #[test]
+    fn worker_urls_are_normalised() {
+        let c =
+            launch(&["--worker-urls", "ipc:///tmp//sg/./e0", "--model-path", "/tmp", "--worker-socket-root", "/tmp"])
+                .unwrap();
+        assert_eq!(c.workers[0].url, "ipc:///tmp/sg/e0");
+        assert_eq!(c.workers[0].path, "/tmp/sg/e0");
+        assert_eq!(
+            handshake_address(&c.workers[0]),
+            format!("tcp://127.0.0.1:{}", sockdir::derived_handshake_port("/tmp/sg/e0"))
+        );
+        assert_eq!(c.worker_socket_root.as_deref(), Some(std::path::Path::new("/tmp")));
     }
 }

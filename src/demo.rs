@@ -180,6 +180,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         stream_write_timeout_s: crate::limits::stream_write_timeout_s_default,
         routing: Default::default(),
         engine_silence_s: crate::limits::engine_silence_s_default,
+        worker_socket_root: None,
     };
     crate::gateway::run(config)
 }

@@ -96,8 +96,10 @@ fn deleting_a_pending_worker_cancels_its_handshake() {
     common::eventually(|| !std::path::Path::new(&format!("{base}-in.sock")).exists(), "its sockets to be released");
 }
 
+/// Every check that needs no engine is made before the answer: 400 with the reason in the
+/// OpenAI envelope, the seed's `Failed job` line in the log, nothing registered.
 #[test]
-fn rejected_registrations_are_logged_with_the_seed_texts() {
+fn rejected_registrations_answer_400_with_the_seed_texts() {
     let g = Gateway::start();
     let d = g.dir.display().to_string();
     let taken = g.get("/workers").json()["workers"][0]["handshake_address"].as_str().unwrap().to_string();
@@ -125,20 +127,130 @@ fn rejected_registrations_are_logged_with_the_seed_texts() {
             "declares unknown tool_parser 'qwen3' for model 'test-model'".into(),
         ),
         (json!({"url": format!("ipc://{d}/r6"), "dp_rank": 1}), "leave dp_rank unset".into()),
+        (
+            json!({"url": format!("ipc://{d}/r7"), "dp_size": 1u64 << 40}),
+            "has dp_size 1099511627776: it must be between 1 and 1024".into(),
+        ),
+        (json!({"url": format!("ipc://{d}/../r8")}), "without '..'".into()),
+        (json!({"url": format!("ipc://{d}/r9/")}), "not a directory".into()),
+        (json!({"url": g.worker_url.clone()}), format!("worker {} is already registered", g.worker_url)),
     ];
-    for (body, _) in &cases {
-        assert_eq!(g.post_json("/workers", body).status, 202, "{body}");
-    }
     for (body, text) in &cases {
+        let r = g.post_json("/workers", body);
+        assert_eq!(r.status, 400, "{body}: {}", r.text());
+        let message = r.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+        assert!(message.contains(text.as_str()), "{body}: {message}");
+        assert_eq!(r.json()["error"]["type"], "invalid_request_error");
         let url = body["url"].as_str().unwrap();
         let line = format!("Failed job: type=AddWorker, worker={url} ");
-        common::eventually(
-            || g.logs().lines().any(|l| l.contains(&line) && l.contains(text.as_str())),
-            &format!("'{line}{text}'"),
-        );
+        assert!(g.logs().lines().any(|l| l.contains(&line) && l.contains(text.as_str())), "'{line}{text}'");
     }
     assert_eq!(workers(&g).len(), 1, "no rejected worker is listed");
     assert_eq!(g.post_json("/workers", &json!({"runtime": "vllm"})).status, 400, "no url: 400");
+}
+
+/// Two spellings of one socket path (`/./`, `//`, a symlinked ancestor) name one worker: the
+/// second is refused, and the first worker's live socket files are left alone.
+#[test]
+fn one_worker_spelled_twice_is_refused_and_its_sockets_are_untouched() {
+    use std::os::unix::fs::MetadataExt;
+    let g = Gateway::start();
+    let d = g.dir.display().to_string();
+    let live = g.worker_url.trim_start_matches("ipc://").to_string();
+    let sub = format!("ipc://{d}/sub/w");
+    assert_eq!(g.post_json("/workers", &json!({"url": sub})).status, 202);
+    common::eventually(|| std::path::Path::new(&format!("{d}/sub/w-out.1.sock")).exists(), "the second worker bound");
+    std::os::unix::fs::symlink(&g.dir, g.dir.join("alias")).unwrap();
+    let files = [
+        format!("{live}-in.sock"),
+        format!("{live}-out.sock"),
+        format!("{live}-in.1.sock"),
+        format!("{live}-out.1.sock"),
+        format!("{d}/sub/w-in.sock"),
+        format!("{d}/sub/w-out.1.sock"),
+    ];
+    let inodes = || files.iter().map(|f| std::fs::metadata(f).map(|m| m.ino()).unwrap_or(0)).collect::<Vec<_>>();
+    let before = inodes();
+    assert!(before.iter().all(|&i| i != 0), "{files:?}");
+    let spellings = [
+        format!("ipc://{d}/./engine"),
+        format!("ipc://{d}//engine"),
+        format!("ipc://{d}/sub/./w"),
+        format!("ipc://{d}/alias/sub/w"),
+    ];
+    for url in &spellings {
+        let r = g.post_json("/workers", &json!({"url": url}));
+        assert_eq!(r.status, 400, "{url}: {}", r.text());
+        assert!(r.text().contains("is already registered"), "{url}: {}", r.text());
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(inodes(), before, "no live socket file was replaced");
+    assert_eq!(workers(&g).len(), 2);
+    completion(&g);
+}
+
+/// A socket path too long for `sun_path` (here only in a per-shard name) is refused before
+/// anything is created; a newline in a URL cannot forge a log line.
+#[test]
+fn refusals_create_nothing_and_log_lines_cannot_be_forged() {
+    let g = Gateway::start();
+    let d = g.dir.display().to_string();
+    // `<base>-out.sock` fits in 107 bytes, shard 1's `<base>-in.1.sock` does not.
+    let prefix = format!("{d}/deep/nested/");
+    let base = format!("{prefix}{}", "x".repeat(107 - "-out.sock".len() - prefix.len()));
+    assert!(format!("{base}-out.sock").len() <= 107 && format!("{base}-in.1.sock").len() > 107);
+    let r = g.post_json("/workers", &json!({"url": format!("ipc://{base}")}));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("-in.1.sock is too long"), "{}", r.text());
+    assert!(!g.dir.join("deep").exists(), "nothing is created for a refused worker");
+
+    let r = g.post_json("/workers", &json!({"url": "http://h:1\nERROR forged line"}));
+    assert_eq!(r.status, 400, "{}", r.text());
+    let logs = g.logs();
+    assert!(logs.contains("Failed job: type=AddWorker, worker=http://h:1\\nERROR forged line "), "{logs}");
+    assert!(!logs.lines().any(|l| l.starts_with("ERROR forged line")), "{logs}");
+    let r = g.post_json("/workers", &json!({"url": format!("ipc://{d}/a\nb")}));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("control characters"), "{}", r.text());
+    assert_eq!(workers(&g).len(), 1);
+}
+
+/// `--worker-socket-root`: every socket path, after normalisation and symlinks, lies under it.
+#[test]
+fn socket_paths_outside_the_socket_root_are_refused() {
+    let root = std::env::temp_dir();
+    let g = Gateway::start_with(Options {
+        gateway_args: vec!["--worker-socket-root".into(), root.display().to_string()],
+        ..Default::default()
+    });
+    assert!(!g.logs().contains("socket paths are unrestricted"), "{}", g.logs());
+    let d = g.dir.display().to_string();
+    std::os::unix::fs::symlink("/", g.dir.join("escape")).unwrap();
+    for url in ["ipc:///etc/sg-root-test/w".to_string(), format!("ipc://{d}/escape/sg-root-test/w")] {
+        let r = g.post_json("/workers", &json!({"url": url}));
+        assert_eq!(r.status, 400, "{url}: {}", r.text());
+        assert!(r.text().contains("is outside --worker-socket-root"), "{url}: {}", r.text());
+    }
+    assert!(!std::path::Path::new("/etc/sg-root-test").exists() && !std::path::Path::new("/sg-root-test").exists());
+    let inside = format!("ipc://{d}/inside");
+    assert_eq!(g.post_json("/workers", &json!({"url": inside})).status, 202);
+    wait_worker_status(&g, &inside, "pending");
+}
+
+/// Without `--worker-socket-root`, a gateway running as root says that socket paths may be
+/// anywhere.
+#[test]
+fn running_as_root_without_a_socket_root_warns() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let g = Gateway::start();
+    assert!(
+        g.logs().lines().any(|l| l.contains("WARN") && l.contains("socket paths are unrestricted")),
+        "{}",
+        g.logs()
+    );
 }
 
 #[test]

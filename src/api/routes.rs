@@ -68,7 +68,7 @@ async fn route(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
         }
         ("GET", "/health") | ("GET", "/liveness") | ("GET", "/health_generate") => Ok((200, String::new())),
         ("GET", "/readiness") => readiness(ctx).and_then(ok),
-        ("POST", "/workers") => workers_api::add(ctx, &req.body),
+        ("POST", "/workers") => workers_api::add(ctx, &req.body).await,
         ("GET", "/workers") => ok(workers_api::list(ctx)),
         ("GET", p) if p.starts_with("/workers/") => workers_api::get(ctx, &p["/workers/".len()..]).and_then(ok),
         ("PATCH", p) if p.starts_with("/workers/") => {

@@ -238,7 +238,9 @@ impl ShardCtx {
                 }
                 done.fetch_sub(1, Ordering::AcqRel);
             }
-            ShardMsg::AddWorker(req) => jobs::add(self, *req),
+            ShardMsg::AddWorker(req, reply) => {
+                reply.send(jobs::add(self, *req).map(|w| (w.id.clone(), w.url().to_string())))
+            }
             ShardMsg::Forget(worker) => self.policy.borrow_mut().on_removed(worker),
             ShardMsg::Grant(id) => self.admission_waiters.grant(&self.shared, id),
             ShardMsg::StopAccepting => self.stop_accepting.raise(),

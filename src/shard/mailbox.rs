@@ -28,8 +28,9 @@ pub enum ShardMsg {
     StopAccepting,
     /// Shutdown, last step: abort every request still on an engine.
     AbortAll,
-    /// Control shard: validate and register a worker (`POST /workers`).
-    AddWorker(Box<crate::workers::jobs::AddWorker>),
+    /// Control shard: validate and register a worker (`POST /workers`), answering the
+    /// registered worker's id and URL, or why it was refused.
+    AddWorker(Box<crate::workers::jobs::AddWorker>, super::reply::ReplyTx<Result<(String, String), String>>),
     /// Control shard: drain and remove a worker (`DELETE /workers/{id}`).
     RemoveWorker(String),
 }

@@ -8,6 +8,7 @@
 
 pub mod context;
 pub mod mailbox;
+pub mod reply;
 
 use std::sync::Arc;
 

@@ -2,6 +2,7 @@
 
 pub mod ids;
 pub mod json;
+pub mod log_escape;
 pub mod memory;
 pub mod signal;
 pub mod time;

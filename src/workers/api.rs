@@ -1,6 +1,7 @@
-//! The worker admin API: `POST /workers` (202; registration runs in the background on the
-//! control shard), `GET /workers`, `GET /workers/{id}`, `PATCH /workers/{id}` (labels and
-//! priority; the live connection stays), `DELETE /workers/{id}` (drain, then remove).
+//! The worker admin API: `POST /workers` (validated and registered by the control shard before
+//! the answer: 400 with the reason, or 202 while the handshake runs in the background),
+//! `GET /workers`, `GET /workers/{id}`, `PATCH /workers/{id}` (labels and priority; the live
+//! connection stays), `DELETE /workers/{id}` (drain, then remove).
 
 use std::rc::Rc;
 
@@ -11,10 +12,11 @@ use super::{Worker, WorkerMeta};
 use crate::api::fields::Body;
 use crate::error::ApiError;
 use crate::shard::mailbox::ShardMsg;
-use crate::shard::ShardCtx;
+use crate::shard::{reply, ShardCtx};
 use crate::util::json::{push_int, push_str};
 
-/// Parses a `POST /workers` body. Only the shape is checked here; the job validates the rest.
+/// Parses a `POST /workers` body. Only the shape is checked here; the control shard validates
+/// the rest.
 pub fn parse_add(body: &[u8]) -> Result<AddWorker, ApiError> {
     let body = Body::parse(body)?;
     let f = body.fields();
@@ -41,13 +43,24 @@ pub fn parse_add(body: &[u8]) -> Result<AddWorker, ApiError> {
     })
 }
 
-pub fn add(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(u16, String), ApiError> {
+pub async fn add(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<(u16, String), ApiError> {
     let req = parse_add(body)?;
-    let mut out = String::from("{\"status\":\"accepted\",\"url\":");
-    push_str(&mut out, &req.url);
-    out.push_str(",\"message\":\"worker registration queued; see GET /workers and the gateway log\"}");
-    ctx.shared.mailboxes[0].post(ShardMsg::AddWorker(Box::new(req)));
-    Ok((202, out))
+    let (tx, rx) = reply::channel();
+    ctx.shared.mailboxes[0].post(ShardMsg::AddWorker(Box::new(req), tx));
+    match rx.recv().await {
+        Some(Ok((id, url))) => {
+            let mut out = String::from("{\"status\":\"accepted\",\"id\":");
+            push_str(&mut out, &id);
+            out.push_str(",\"url\":");
+            push_str(&mut out, &url);
+            out.push_str(
+                ",\"message\":\"worker registered; its engine handshake runs in the background (see GET /workers)\"}",
+            );
+            Ok((202, out))
+        }
+        Some(Err(reason)) => Err(ApiError::bad_request(reason)),
+        None => Err(ApiError::internal("the control shard dropped the registration")),
+    }
 }
 
 pub fn list(ctx: &Rc<ShardCtx>) -> String {

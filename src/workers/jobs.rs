@@ -1,6 +1,8 @@
-//! Registering and removing workers, on the control shard. Every rejection is logged as
-//! `Failed job: type=AddWorker, worker=<url> <reason>` with the seed's reason texts, since a
-//! worker added through the API gets its answer (202) before these checks run.
+//! Registering and removing workers, on the control shard, one at a time (so two requests cannot
+//! both pass the duplicate check). Everything that needs no engine is checked before a worker is
+//! registered, and a refused worker is never registered: `POST /workers` answers 400 with the
+//! reason, and the log says `Failed job: type=AddWorker, worker=<url> <reason>` with the seed's
+//! reason texts, client-given text escaped.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -9,8 +11,10 @@ use serde_json::{Map, Value};
 
 use super::{Worker, WorkerMeta};
 use crate::config::{Backend, WorkerConfig};
+use crate::engine::zmq::{handshake, sockdir};
 use crate::parsers::{reasoning, tool};
 use crate::shard::ShardCtx;
+use crate::util::log_escape::Escaped;
 
 /// A worker to add, as the API (or the command line) describes it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,8 +33,7 @@ pub struct AddWorker {
 /// Checks a request against the gateway and the registered workers.
 pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, WorkerMeta), String> {
     let url = &req.url;
-    let is_ipc = url.starts_with("ipc://");
-    if !is_ipc {
+    let Some(raw_path) = url.strip_prefix("ipc://") else {
         if req.zmq_handshake_address.is_some() {
             return Err("zmq_handshake_address is only valid for ZMQ workers (ipc:// URLs)".into());
         }
@@ -38,11 +41,8 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
             return Err("ZMQ worker URL must be ipc://<path>".into());
         }
         return Err(format!("worker {url} is not a ZMQ worker: this gateway serves ipc:// workers only"));
-    }
-    let path = url.trim_start_matches("ipc://");
-    if path.is_empty() || !path.starts_with('/') {
-        return Err("ZMQ worker URL must be ipc://<path>".into());
-    }
+    };
+    let path = sockdir::normalize(raw_path)?;
     let backend = match req.runtime.as_deref() {
         None => {
             tracing::info!("runtime_type unspecified for ZMQ worker; defaulting to vLLM EngineCore");
@@ -77,12 +77,14 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
     check_model_identity(ctx, url, &req.labels)?;
     check_parser_labels(url, &config.served_model_name, &req.labels)?;
     let registry = &ctx.shared.registry;
-    if registry.find_url(url).is_some() {
-        return Err(format!("worker {url} is already registered"));
+    if let Some(other) = registry.snapshot().iter().find(|w| sockdir::same_files(&w.config.path, &path)) {
+        return Err(format!("worker {url} is already registered as {}", other.url()));
     }
+    let pairs = handshake::pair_count(backend, ctx.shared.shards);
+    sockdir::check(&path, pairs, config.worker_socket_root.as_deref())?;
     let worker = WorkerConfig {
-        url: url.clone(),
-        path: path.to_string(),
+        url: format!("ipc://{path}"),
+        path,
         backend,
         engine_count,
         handshake_address: req.zmq_handshake_address.clone(),
@@ -120,14 +122,17 @@ fn check_parser_labels(url: &str, model: &str, labels: &Map<String, Value>) -> R
 }
 
 /// Validates and registers a worker, then starts its supervisor. Control shard only.
-pub fn add(ctx: &Rc<ShardCtx>, req: AddWorker) {
+pub fn add(ctx: &Rc<ShardCtx>, req: AddWorker) -> Result<Arc<Worker>, String> {
     match validate(ctx, &req) {
-        Ok((config, meta)) => register(ctx, config, meta),
-        Err(reason) => tracing::error!("Failed job: type=AddWorker, worker={} {reason}", req.url),
+        Ok((config, meta)) => Ok(register(ctx, config, meta)),
+        Err(reason) => {
+            tracing::error!("Failed job: type=AddWorker, worker={} {}", Escaped(&req.url), Escaped(&reason));
+            Err(reason)
+        }
     }
 }
 
-pub fn register(ctx: &Rc<ShardCtx>, config: WorkerConfig, meta: WorkerMeta) {
+pub fn register(ctx: &Rc<ShardCtx>, config: WorkerConfig, meta: WorkerMeta) -> Arc<Worker> {
     let shared = &ctx.shared;
     let worker = Arc::new(Worker::new(shared.registry.next_key(), config, meta));
     tracing::info!(
@@ -139,7 +144,8 @@ pub fn register(ctx: &Rc<ShardCtx>, config: WorkerConfig, meta: WorkerMeta) {
     );
     shared.registry.insert(worker.clone());
     shared.refresh_parsers();
-    monoio::spawn(super::supervisor::supervise(ctx.clone(), worker));
+    monoio::spawn(super::supervisor::supervise(ctx.clone(), worker.clone()));
+    worker
 }
 
 /// Starts removing a worker: it stops taking requests at once; its supervisor drains it and

@@ -33,10 +33,6 @@ impl Registry {
         self.workers.load().iter().find(|w| w.id == id).cloned()
     }
 
-    pub fn find_url(&self, url: &str) -> Option<Arc<Worker>> {
-        self.workers.load().iter().find(|w| w.url() == url).cloned()
-    }
-
     /// Control shard only.
     pub(crate) fn insert(&self, worker: Arc<Worker>) {
         let mut next: Vec<Arc<Worker>> = self.workers.load().as_ref().clone();

@@ -37,15 +37,21 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
         worker.set_status(WorkerStatus::Pending);
         let epoch = worker.next_epoch();
         let _ = worker.take_lost();
-        let attempt = monoio::select! {
-            r = handshake::connect(
-                &shared.zmq,
-                &worker.config,
-                &worker.handshake_address,
-                shared.shards,
-                Duration::from_secs(limits::handshake_timeout_s),
-            ) => Some(r),
-            _ = removal_requested(&worker) => None,
+        let attempt = match sharing_files(&ctx, &worker) {
+            Some(other) => {
+                Some(Err(format!("its socket files are also worker {}'s (a symlinked directory)", other.url())))
+            }
+            None => monoio::select! {
+                r = handshake::connect(
+                    &shared.zmq,
+                    &worker.config,
+                    &worker.handshake_address,
+                    shared.shards,
+                    shared.config.worker_socket_root.as_deref(),
+                    Duration::from_secs(limits::handshake_timeout_s),
+                ) => Some(r),
+                _ = removal_requested(&worker) => None,
+            },
         };
         let ended = match attempt {
             // Cancelled mid-handshake: the sockets were dropped with the future; their files
@@ -70,23 +76,42 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
             Ended::Lost(_) => {}
         }
         // Released between attempts, so no stale file outlives a connection.
-        let files: Vec<(String, String)> =
-            (0..shared.shards).map(|k| sockdir::socket_paths(&worker.config.path, k)).collect();
-        sockdir::remove_sockets(&files);
+        release_sockets(&ctx, &worker);
         monoio::select! {
             _ = monoio::time::sleep(probe_interval) => {},
             _ = removal_requested(&worker) => break,
         }
     }
-    let files: Vec<(String, String)> =
-        (0..shared.shards).map(|k| sockdir::socket_paths(&worker.config.path, k)).collect();
-    sockdir::remove_sockets(&files);
+    release_sockets(&ctx, &worker);
     shared.registry.remove(worker.key);
     for mailbox in &shared.mailboxes {
         mailbox.post(ShardMsg::Forget(worker.key));
     }
     shared.refresh_parsers();
     tracing::info!("Removed worker {} (id {})", worker.url(), worker.id);
+}
+
+/// Another registered worker whose socket files are this one's too. Registration refuses two
+/// spellings of one path, but a symlinked directory made afterwards can still join them; then
+/// neither binds (binding unlinks stale files) nor unlinks them, so a live worker's sockets
+/// are never taken away.
+fn sharing_files(ctx: &ShardCtx, worker: &Worker) -> Option<Arc<Worker>> {
+    let workers = ctx.shared.registry.snapshot();
+    workers.iter().find(|w| w.key != worker.key && sockdir::same_files(&w.config.path, &worker.config.path)).cloned()
+}
+
+fn release_sockets(ctx: &ShardCtx, worker: &Worker) {
+    if let Some(other) = sharing_files(ctx, worker) {
+        tracing::warn!(
+            "ZMQ worker {}: keeping its socket files, which are also worker {}'s",
+            worker.url(),
+            other.url()
+        );
+        return;
+    }
+    let files: Vec<(String, String)> =
+        (0..ctx.shared.shards).map(|k| sockdir::socket_paths(&worker.config.path, k)).collect();
+    sockdir::remove_sockets(&files);
 }
 
 async fn removal_requested(worker: &Worker) {

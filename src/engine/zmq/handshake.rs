@@ -63,15 +63,17 @@ pub fn pair_count(backend: Backend, shards: usize) -> usize {
     }
 }
 
-/// Binds and runs the handshake for `worker` with `shards` shards.
+/// Binds and runs the handshake for `worker` with `shards` shards; its socket files must lie
+/// under `socket_root` when one is set.
 pub async fn connect(
     zmq_ctx: &zmq::Context,
     worker: &WorkerConfig,
     handshake_address: &str,
     shards: usize,
+    socket_root: Option<&std::path::Path>,
     timeout: Duration,
 ) -> Result<Connected, String> {
-    let files = sockdir::prepare(&worker.path, pair_count(worker.backend, shards))?;
+    let files = sockdir::prepare(&worker.path, pair_count(worker.backend, shards), socket_root)?;
     let handshake = zmq_ctx.socket(zmq::ROUTER).map_err(|e| format!("cannot create handshake socket: {e}"))?;
     handshake.set_linger(0).map_err(|e| e.to_string())?;
     handshake.bind(handshake_address).map_err(|e| {

@@ -1,5 +1,6 @@
-//! Socket paths for an `ipc://` worker: naming, the directory rules, stale-file cleanup, and the
-//! derived handshake port. Error texts are the seed's, so operators can search for them.
+//! Socket paths for an `ipc://` worker: normalisation, naming, the checks made before anything is
+//! created (length, socket root, directory rules), stale-file cleanup, and the derived handshake
+//! port. Error texts are the seed's, so operators can search for them.
 
 use std::fs;
 use std::io;
@@ -18,7 +19,8 @@ pub fn socket_paths(base: &str, shard: usize) -> (String, String) {
     }
 }
 
-/// `20000 + FNV-1a-64(path) mod 10000`.
+/// `20000 + FNV-1a-64(path) mod 10000`, of the normalised path (so every spelling of one
+/// path derives one port).
 pub fn derived_handshake_port(path: &str) -> u16 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in path.bytes() {
@@ -28,32 +30,128 @@ pub fn derived_handshake_port(path: &str) -> u16 {
     limits::handshake_port_base + (h % limits::handshake_port_span) as u16
 }
 
-/// Prepares the directory and socket files for `shards` socket pairs under `base`.
-/// Creates the parent directory (0700), checks it, removes stale socket files, and checks the
-/// Unix socket path limit. Returns the files it will bind, in shard order.
-pub fn prepare(base: &str, shards: usize) -> Result<Vec<(String, String)>, String> {
-    if base.is_empty() || !base.starts_with('/') {
-        return Err(format!("ZMQ worker URL must be ipc://<path> with an absolute path, got ipc://{base}"));
+/// The normal form of an `ipc://` worker path, which is the worker's identity: absolute, with
+/// `.` components and repeated `/` collapsed. `..` is refused rather than resolved (lexically
+/// it can disagree with the kernel across a symlink), and so is a path naming a directory (the
+/// path is a prefix of socket file names). Control characters have no place in a socket path.
+pub fn normalize(path: &str) -> Result<String, String> {
+    const MUST: &str = "ZMQ worker URL must be ipc://<path>";
+    if path.chars().any(char::is_control) {
+        return Err(format!("{MUST} without control characters"));
     }
-    let dir = Path::new(base).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
-    check_dir(&dir)?;
-    let files: Vec<(String, String)> = (0..shards).map(|k| socket_paths(base, k)).collect();
-    for (input, output) in &files {
-        for path in [input, output] {
-            if path.len() > limits::unix_socket_path_bytes_max {
-                return Err(format!(
-                    "ipc socket path {path} is too long ({} bytes; Unix socket paths hold at most {})",
-                    path.len(),
-                    limits::unix_socket_path_bytes_max
-                ));
+    if !path.starts_with('/') {
+        return Err(format!("{MUST} with an absolute path"));
+    }
+    let mut out = String::with_capacity(path.len());
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return Err(format!("{MUST} with an absolute path without '..' components")),
+            name => {
+                out.push('/');
+                out.push_str(name);
             }
-            remove_stale(path)?;
         }
+    }
+    if matches!(path.rsplit('/').next(), Some("" | ".")) {
+        return Err(format!("{MUST} naming a socket file prefix, not a directory"));
+    }
+    Ok(out)
+}
+
+/// Everything about a worker's socket files that is known before binding, checked without
+/// creating or deleting anything: every file name fits `sun_path`, the files lie under `root`
+/// (symlinks resolved), and an existing directory or file at their place is one `prepare` may
+/// use. `base` is normalised; returns the files, `pairs` socket pairs in shard order.
+pub fn check(base: &str, pairs: usize, root: Option<&Path>) -> Result<Vec<(String, String)>, String> {
+    let files: Vec<(String, String)> = (0..pairs).map(|k| socket_paths(base, k)).collect();
+    for path in files.iter().flat_map(|(input, output)| [input, output]) {
+        if path.len() > limits::unix_socket_path_bytes_max {
+            return Err(format!(
+                "ipc socket path {path} is too long ({} bytes; Unix socket paths hold at most {})",
+                path.len(),
+                limits::unix_socket_path_bytes_max
+            ));
+        }
+    }
+    let dir = parent(base);
+    if let Some(root) = root {
+        if !resolve(&dir).starts_with(resolve(root)) {
+            return Err(format!(
+                "ipc socket path {base} is outside --worker-socket-root {} (symlinks resolved)",
+                root.display()
+            ));
+        }
+    }
+    inspect_dir(&dir)?;
+    for path in files.iter().flat_map(|(input, output)| [input, output]) {
+        inspect_file(path)?;
     }
     Ok(files)
 }
 
-fn check_dir(dir: &Path) -> Result<(), String> {
+/// Prepares the directory and socket files for `pairs` socket pairs under `base` (normalised):
+/// `check`s first, so a refusal leaves nothing behind, then creates the parent directory (0700)
+/// and removes stale socket files. Returns the files it will bind, in shard order.
+pub fn prepare(base: &str, pairs: usize, root: Option<&Path>) -> Result<Vec<(String, String)>, String> {
+    let files = check(base, pairs, root)?;
+    let dir = parent(base);
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("cannot create ipc socket dir {}: {e}", dir.display()))?;
+    // Checked again: the directory may have changed since `check` looked.
+    inspect_dir(&dir)?;
+    for path in files.iter().flat_map(|(input, output)| [input, output]) {
+        remove_stale(path)?;
+    }
+    Ok(files)
+}
+
+/// Whether two normalised worker paths name the same socket files: the same path, or one
+/// reached through a symlinked directory.
+pub fn same_files(a: &str, b: &str) -> bool {
+    a == b || resolve_base(a) == resolve_base(b)
+}
+
+fn parent(base: &str) -> PathBuf {
+    Path::new(base).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// Where the kernel puts the files of `base`: its directory resolved, its own name kept (the
+/// socket files are `<name>-in.sock`..., never `<name>` itself, so a symlink named `<name>`
+/// does not matter).
+fn resolve_base(base: &str) -> PathBuf {
+    let path = Path::new(base);
+    match path.file_name() {
+        Some(name) => resolve(&parent(base)).join(name),
+        None => path.to_path_buf(),
+    }
+}
+
+/// `path` with the symlinks of its longest existing prefix resolved; the rest does not exist
+/// yet, and `prepare` would create it as plain directories.
+fn resolve(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut head = path;
+    loop {
+        if let Ok(real) = fs::canonicalize(head) {
+            return rest.iter().rev().fold(real, |p, name| p.join(name));
+        }
+        match (head.parent(), head.file_name()) {
+            (Some(up), Some(name)) => {
+                rest.push(name);
+                head = up;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// An existing socket directory must be a real directory owned by the gateway's user; a
+/// missing one is fine (`prepare` creates it).
+fn inspect_dir(dir: &Path) -> Result<(), String> {
     let shown = dir.display();
     match fs::symlink_metadata(dir) {
         Ok(meta) => {
@@ -73,24 +171,28 @@ fn check_dir(dir: &Path) -> Result<(), String> {
             }
             Ok(())
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| format!("cannot create ipc socket dir {shown}: {e}")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(format!("cannot inspect ipc socket dir {shown}: {e}")),
+    }
+}
+
+/// Anything but a socket at a socket file's place is refused (never unlinked).
+fn inspect_file(path: &str) -> Result<(), String> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => Ok(()),
+        Ok(_) => Err(format!("ipc socket path {path} exists but is not a socket; refusing to unlink")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot inspect ipc socket path {path}: {e}")),
     }
 }
 
 /// Deletes a leftover socket file; refuses anything that is not a socket.
 fn remove_stale(path: &str) -> Result<(), String> {
-    match fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_socket() => {
-            fs::remove_file(path).map_err(|e| format!("cannot remove stale ipc socket {path}: {e}"))
-        }
-        Ok(_) => Err(format!("ipc socket path {path} exists but is not a socket; refusing to unlink")),
+    inspect_file(path)?;
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("cannot inspect ipc socket path {path}: {e}")),
+        Err(e) => Err(format!("cannot remove stale ipc socket {path}: {e}")),
     }
 }
 
@@ -133,7 +235,7 @@ mod tests {
     fn creates_a_private_directory() {
         let d = scratch("create");
         let base = d.join("sub/engine-0");
-        let files = prepare(base.to_str().unwrap(), 2).unwrap();
+        let files = prepare(base.to_str().unwrap(), 2, None).unwrap();
         assert_eq!(files.len(), 2);
         let mode = fs::metadata(base.parent().unwrap()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
@@ -148,17 +250,17 @@ mod tests {
         fs::create_dir(&real).unwrap();
         let link = d.join("link");
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        let e = prepare(link.join("engine").to_str().unwrap(), 1).unwrap_err();
+        let e = prepare(link.join("engine").to_str().unwrap(), 1, None).unwrap_err();
         assert!(e.contains("is a symlink"), "{e}");
 
         let file = d.join("file");
         fs::write(&file, b"x").unwrap();
-        let e = prepare(file.join("engine").to_str().unwrap(), 1).unwrap_err();
+        let e = prepare(file.join("engine").to_str().unwrap(), 1, None).unwrap_err();
         assert!(e.contains("exists but is not a directory"), "{e}");
 
         let base = real.join("engine");
         fs::write(format!("{}-out.sock", base.display()), b"not a socket").unwrap();
-        let e = prepare(base.to_str().unwrap(), 1).unwrap_err();
+        let e = prepare(base.to_str().unwrap(), 1, None).unwrap_err();
         assert!(e.ends_with("exists but is not a socket; refusing to unlink"), "{e}");
         fs::remove_dir_all(&d).unwrap();
     }
@@ -171,16 +273,84 @@ mod tests {
         let stale = format!("{}-in.sock", base.display());
         let _listener = std::os::unix::net::UnixListener::bind(&stale).unwrap();
         assert!(Path::new(&stale).exists());
-        prepare(base.to_str().unwrap(), 1).unwrap();
+        prepare(base.to_str().unwrap(), 1, None).unwrap();
         assert!(!Path::new(&stale).exists());
         fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
-    fn refuses_paths_over_the_unix_limit() {
-        let long = format!("/tmp/{}", "x".repeat(100));
-        let e = prepare(&long, 1).unwrap_err();
-        assert!(e.contains("too long"), "{e}");
+    fn normalisation_collapses_dots_and_slashes_and_refuses_the_rest() {
+        let cases: [(&str, Result<&str, &str>); 11] = [
+            ("/tmp/x/w0", Ok("/tmp/x/w0")),
+            ("/tmp/x/./w0", Ok("/tmp/x/w0")),
+            ("//tmp//x///w0", Ok("/tmp/x/w0")),
+            ("/./tmp/./x/w0", Ok("/tmp/x/w0")),
+            ("tmp/x/w0", Err("with an absolute path")),
+            ("", Err("with an absolute path")),
+            ("/tmp/x/../y/w0", Err("without '..' components")),
+            ("/tmp/x/..", Err("without '..' components")),
+            ("/tmp/x/", Err("not a directory")),
+            ("/tmp/x/.", Err("not a directory")),
+            ("/tmp/x\n/w0", Err("without control characters")),
+        ];
+        for (path, expected) in cases {
+            match (normalize(path), expected) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{path:?}"),
+                (Err(e), Err(want)) => {
+                    assert!(e.starts_with("ZMQ worker URL must be ipc://<path>") && e.contains(want), "{path:?}: {e}")
+                }
+                (got, want) => panic!("{path:?}: {got:?}, expected {want:?}"),
+            }
+        }
+        assert_eq!(
+            derived_handshake_port(&normalize("/tmp/smg-zmq/./engine-0").unwrap()),
+            derived_handshake_port("/tmp/smg-zmq/engine-0")
+        );
+    }
+
+    /// Every socket file name counts, the per-shard ones included, and a refusal creates nothing.
+    #[test]
+    fn refuses_paths_over_the_unix_limit_before_creating_anything() {
+        let d = scratch("long");
+        let prefix = format!("{}/a/b/", d.display());
+        let base =
+            format!("{prefix}{}", "x".repeat(limits::unix_socket_path_bytes_max - "-out.sock".len() - prefix.len()));
+        assert!(check(&base, 1, None).is_ok());
+        let e = prepare(&base, 2, None).unwrap_err();
+        assert!(e.contains("-in.1.sock is too long"), "{e}");
+        assert!(!d.exists(), "nothing was created");
+    }
+
+    #[test]
+    fn the_socket_root_holds_every_path_symlinks_resolved() {
+        let d = scratch("root");
+        let root = d.join("root");
+        fs::create_dir_all(&root).unwrap();
+        std::os::unix::fs::symlink("/", root.join("escape")).unwrap();
+        let inside = format!("{}/sub/w", root.display());
+        assert!(check(&inside, 1, Some(&root)).is_ok());
+        for base in [format!("{}/w", d.display()), format!("{}/escape/etc/w", root.display()), "/etc/w".into()] {
+            let e = check(&base, 1, Some(&root)).unwrap_err();
+            assert!(e.contains("is outside --worker-socket-root"), "{base}: {e}");
+        }
+        // A root that does not exist yet still bounds what lies under it.
+        let later = d.join("later");
+        assert!(check(&format!("{}/w", later.display()), 1, Some(&later)).is_ok());
+        assert!(check(&format!("{}/w", d.display()), 1, Some(&later)).is_err());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn same_files_sees_through_symlinked_directories() {
+        let d = scratch("same");
+        fs::create_dir_all(d.join("real/sub")).unwrap();
+        std::os::unix::fs::symlink(d.join("real"), d.join("alias")).unwrap();
+        let real = format!("{}/real/sub/w", d.display());
+        assert!(same_files(&real, &real));
+        assert!(same_files(&real, &format!("{}/alias/sub/w", d.display())));
+        assert!(!same_files(&real, &format!("{}/real/sub/v", d.display())));
+        assert!(!same_files(&real, &format!("{}/real/w", d.display())));
+        fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
@@ -193,7 +363,7 @@ mod tests {
         fs::create_dir_all(&d).unwrap();
         let path = std::ffi::CString::new(d.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::chown(path.as_ptr(), 65534, 65534) }, 0);
-        let e = prepare(d.join("engine").to_str().unwrap(), 1).unwrap_err();
+        let e = prepare(d.join("engine").to_str().unwrap(), 1, None).unwrap_err();
         assert!(e.contains("is owned by uid 65534"), "{e}");
         fs::remove_dir_all(&d).unwrap();
     }
