@@ -128,6 +128,19 @@ pub const cache_aware_block_tokens_default: usize = 16;
 /// A worker's entry for a prefix older than this no longer attracts requests.
 pub const cache_aware_entry_ttl_s_default: u64 = 600;
 
+/// Constrained decoding: how deep a JSON schema or structural tag may nest objects and arrays
+/// (vLLM's `MAX_STRUCTURED_OUTPUT_JSON_NESTING`; a structural tag may wrap schemas in
+/// `constraint_tag_wrapper_nesting_max` more levels). Deeper ones are refused before anything
+/// walks them, so the checks below recurse at most this deep.
+pub const constraint_json_nesting_max: usize = 64;
+pub const constraint_tag_wrapper_nesting_max: usize = 16;
+/// Constrained decoding: nested groups in a grammar or regex (xgrammar's own limit; deeper is
+/// an engine-side error, so it is refused here first).
+pub const constraint_grammar_nesting_max: usize = 1000;
+/// Constrained decoding: schema nodes a JSON schema check visits (each `$ref` target is walked
+/// again); past it the schema is refused, so `$ref`s to big subtrees cannot multiply the work.
+pub const constraint_schema_nodes_max: usize = 1 << 20;
+
 /// CORS: how long a browser may cache a preflight answer.
 pub const cors_preflight_max_age_s: u64 = 600;
 

@@ -205,3 +205,38 @@ fn every_forced_call_finishes_with_tool_calls_unless_cut_by_length() {
         }
     }
 }
+
+/// Constraints the engine's xgrammar cannot compile (a real engine core fails the request or
+/// dies on them) are answered 400 with vLLM's text and never sent: the simulator records no
+/// ADD for any of them, and a valid request afterwards is served.
+#[test]
+fn constraints_xgrammar_refuses_never_reach_the_engine() {
+    let g = gateway();
+    let weird_tool = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+        "properties": {"a": {"type": "nope"}}}}}]);
+    let cases = [
+        (json!({"structured_outputs": {"regex": "(((("}}), "Failed to transform regex into a grammar"),
+        (json!({"regex": "(?=lookahead)"}), "Failed to transform regex into a grammar"),
+        (json!({"structured_outputs": {"grammar": "root ::= ((("}}), "Invalid grammar specification."),
+        (json!({"guided_grammar": "root ::= undefined_rule"}), "Invalid grammar specification."),
+        (json!({"structured_outputs": {"structural_tag": "not json"}}), "Invalid structural tag specification."),
+        (json!({"guided_json": {"type": "foo"}}), "Unsupported type \"foo\""),
+        (
+            json!({"response_format": {"type": "json_schema", "json_schema": {"name": "a",
+                "schema": {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}}}}),
+            "Cannot find field $defs",
+        ),
+        (json!({"tools": weird_tool, "tool_choice": "required"}), "Unsupported type \"nope\""),
+    ];
+    for (extra, want) in cases {
+        let r = g.post_json("/v1/chat/completions", &chat("hi", extra.clone()));
+        assert_eq!(r.status, 400, "{extra}: {}", r.text());
+        let e = &r.json()["error"];
+        assert!(e["message"].as_str().unwrap().contains(want), "{extra}: {e}");
+        assert_eq!(e["type"], "invalid_request_error");
+    }
+    assert!(g.adds().is_empty(), "sent: {:?}", g.adds());
+    let r = g.post_json("/v1/chat/completions", &chat("hi", json!({"structured_outputs": {"regex": "[ab]{3}"}})));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(g.adds().len(), 1);
+}

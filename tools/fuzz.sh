@@ -16,7 +16,7 @@ cd "$root"
 
 seconds="${1:-20}"
 shift $(( $# > 0 ? 1 : 0 ))
-all_targets=(http_request request_json vllm_output tokenspeed_output text_pipeline zmtp_peer)
+all_targets=(http_request request_json vllm_output tokenspeed_output text_pipeline zmtp_peer constraint_check)
 if (( $# > 0 )); then
     targets=("$@")
 else

@@ -47,7 +47,7 @@ pub fn parse(f: &Fields<'_>) -> Result<Option<Constraint>, ApiError> {
     }
     match found.len() {
         0 => Ok(None),
-        1 => Ok(found.pop().map(|(_, c)| c)),
+        1 => found.pop().map(|(_, c)| finished(c)).transpose(),
         _ => {
             let names: Vec<&str> = found.iter().map(|(n, _)| *n).collect();
             Err(ApiError::bad_request(format!(
@@ -57,6 +57,13 @@ pub fn parse(f: &Fields<'_>) -> Result<Option<Constraint>, ApiError> {
             .with_code("invalid_request_parameters"))
         }
     }
+}
+
+/// Every constraint leaves through here: one the engine's xgrammar would refuse is answered
+/// 400 now instead of failing (or killing) the engine.
+fn finished(c: Constraint) -> Result<Constraint, ApiError> {
+    super::constraint_check::check(&c)?;
+    Ok(c)
 }
 
 fn response_format(rf: &Value) -> Result<Option<Constraint>, ApiError> {
@@ -128,7 +135,8 @@ fn text(v: &Value, param: &str) -> Result<String, ApiError> {
 }
 
 /// A choice list as the EBNF grammar vLLM's front end turns it into for xgrammar (which has no
-/// choice constraint of its own): `root ::= "a" | "b"`, quotes and backslashes escaped.
+/// choice constraint of its own): `root ::= "a" | "b"`, with quotes, backslashes and control
+/// characters escaped (a raw line break would end the EBNF string).
 fn choice(v: &Value, param: &str) -> Result<Constraint, ApiError> {
     let items = v.as_array().filter(|a| !a.is_empty()).ok_or_else(|| bad(param, "a choice needs a non-empty list"))?;
     let mut grammar = String::from("root ::= ");
@@ -139,10 +147,17 @@ fn choice(v: &Value, param: &str) -> Result<Constraint, ApiError> {
         }
         grammar.push('"');
         for ch in option.chars() {
-            if ch == '"' || ch == '\\' {
-                grammar.push('\\');
+            match ch {
+                '"' | '\\' => {
+                    grammar.push('\\');
+                    grammar.push(ch);
+                }
+                '\n' => grammar.push_str("\\n"),
+                '\r' => grammar.push_str("\\r"),
+                '\t' => grammar.push_str("\\t"),
+                '\0'..='\x1f' | '\x7f' => grammar.push_str(&format!("\\u{:04x}", ch as u32)),
+                _ => grammar.push(ch),
             }
-            grammar.push(ch);
         }
         grammar.push('"');
     }
@@ -162,8 +177,12 @@ pub enum ForcedTool {
 /// engine the same way): a named function constrains its `parameters` (an empty object schema
 /// when it has none); `required` an array of `{name, parameters}` alternatives, at most one
 /// item when `parallel_tool_calls` is false, with the tools' `$defs` merged (a name defined
-/// twice differently is refused).
-pub fn tool_schema(forced: &ForcedTool, tools: &[ToolSpec], parallel_tool_calls: bool) -> Result<String, ApiError> {
+/// twice differently is refused). Tools' parameter schemas are checked like any other schema.
+pub fn tool_schema(forced: &ForcedTool, tools: &[ToolSpec], parallel_tool_calls: bool) -> Result<Constraint, ApiError> {
+    finished(Constraint::JsonSchema(tool_schema_text(forced, tools, parallel_tool_calls)?))
+}
+
+fn tool_schema_text(forced: &ForcedTool, tools: &[ToolSpec], parallel_tool_calls: bool) -> Result<String, ApiError> {
     let params_of = |t: &ToolSpec| match &t.parameters {
         Some(p) if p.as_object().is_some_and(|o| !o.is_empty()) => p.clone(),
         _ => json!({"type": "object", "properties": {}}),
@@ -267,12 +286,42 @@ mod tests {
                 }
             }
         }
+        // What the engine's xgrammar refuses never leaves: 400 with vLLM's text, no param.
+        let refused: [(Value, &str); 9] = [
+            (json!({"structured_outputs": {"regex": "(((("}}), "Failed to transform regex into a grammar"),
+            (json!({"guided_regex": "a)"}), "Failed to transform regex into a grammar"),
+            (json!({"structured_outputs": {"grammar": "root ::= ((("}}), "Invalid grammar specification."),
+            (json!({"ebnf": "root ::= missing"}), "Invalid grammar specification."),
+            (json!({"structured_outputs": {"structural_tag": "not json"}}), "Invalid structural tag specification."),
+            (json!({"guided_json": {"type": "foo"}}), "Unsupported type \"foo\""),
+            (json!({"structured_outputs": {"json": {"$ref": "#/$defs/nope"}}}), "Cannot find field"),
+            (
+                json!({"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {"a": {"type": "x"}}}}}}),
+                "Failed to transform json schema into a grammar",
+            ),
+            (json!({"structured_outputs": {"json": false}}), "Schema 'false'"),
+        ];
+        for (body, want) in refused {
+            let e = parsed(body.clone()).expect_err(&body.to_string());
+            assert_eq!((e.status, e.param.as_deref()), (400, None), "{body}");
+            assert!(e.message.contains(want), "{body}: {}", e.message);
+        }
+        let raw = parsed(json!({"structured_outputs": {"choice": ["a\nb\u{1}"]}})).unwrap();
+        assert_eq!(raw, Some(Constraint::Grammar(r#"root ::= "a\nb\u0001""#.into())));
         let two = parsed(json!({"response_format": {"type": "json_object"}, "regex": "a"})).unwrap_err();
         assert_eq!(two.code, Some("invalid_request_parameters"));
     }
 
     fn tool(name: &str, parameters: Option<Value>) -> ToolSpec {
         ToolSpec { name: name.into(), parameters }
+    }
+
+    /// The forced-call schema as JSON (the test's own input: always a schema).
+    fn tool_schema(forced: &ForcedTool, tools: &[ToolSpec], parallel: bool) -> Result<String, ApiError> {
+        match super::tool_schema(forced, tools, parallel)? {
+            Constraint::JsonSchema(s) => Ok(s),
+            other => panic!("not a schema: {other:?}"),
+        }
     }
 
     #[test]
@@ -306,5 +355,10 @@ mod tests {
             tool_schema(&ForcedTool::Required, &clash, true).unwrap_err().code,
             Some("invalid_tool_configuration")
         );
+        let broken = vec![tool("t", Some(json!({"type": "object", "properties": {"a": {"type": "nope"}}})))];
+        for forced in [ForcedTool::Named("t".into()), ForcedTool::Required] {
+            let e = tool_schema(&forced, &broken, true).unwrap_err();
+            assert!(e.message.contains("Unsupported type \"nope\""), "{forced:?}: {}", e.message);
+        }
     }
 }

@@ -10,6 +10,7 @@
 pub mod admission;
 pub mod choice;
 pub mod constraint;
+pub mod constraint_check;
 pub mod conversation;
 pub mod generate;
 pub mod params;

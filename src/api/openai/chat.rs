@@ -45,8 +45,7 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: std::time::Instant) -> Resu
     if let Some(forced) = &parse.forced {
         // vLLM keeps only the tool constraint when a call is forced (seed 002).
         let parallel = f.bool("parallel_tool_calls")?.unwrap_or(true);
-        let schema = crate::pipeline::constraint::tool_schema(forced, &parse.tools, parallel)?;
-        params.sampling.constraint = Some(crate::engine::Constraint::JsonSchema(schema));
+        params.sampling.constraint = Some(crate::pipeline::constraint::tool_schema(forced, &parse.tools, parallel)?);
     } else if parse.tool_parser.is_some() || parse.reasoning_parser == Some("inkling") {
         // The parser needs to see its trigger tokens (under a JSON constraint there are none).
         params.output.skip_special_tokens = false;

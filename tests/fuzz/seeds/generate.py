@@ -107,9 +107,25 @@ def zmtp_peer():
     return [("dealer", b"\x00" + bytes.fromhex(fixture["dealer"])), ("push", b"\x02" + bytes.fromhex(fixture["push"]))]
 
 
+def constraint_check():
+    # First byte picks the kind: 0 regex, 1 grammar, 2 grammar after `root ::= `, 3 JSON schema,
+    # 4 structural tag.
+    schema = {"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}}, "$defs": {"x": {"type": "integer"}}}
+    tag = {"type": "structural_tag", "format": {"type": "const_string", "value": "x"}}
+    return [
+        ("regex-ok", b"\x00^\\d{3}-[a-z]+(?:x|y)*$"),
+        ("regex-open", b"\x00(((("),
+        ("ebnf-ok", b'\x01root ::= "a" | b\nb ::= [a-z]{1,3}'),
+        ("ebnf-open", b"\x02((("),
+        ("schema-ref", b"\x03" + json.dumps(schema).encode()),
+        ("tag-ok", b"\x04" + json.dumps(tag).encode()),
+    ]
+
+
 if __name__ == "__main__":
     write("http_request", http_request())
     write("request_json", request_json())
     write("vllm_output", vllm_output())
     write("tokenspeed_output", tokenspeed_output())
     write("zmtp_peer", zmtp_peer())
+    write("constraint_check", constraint_check())
