@@ -1,9 +1,11 @@
-//! Small shared helpers with no knowledge of the gateway: JSON string escaping, ids, clocks.
+//! Small shared helpers with no knowledge of the gateway: JSON string escaping, ids, clocks,
+//! throttled log lines.
 
 pub mod ids;
 pub mod json;
 pub mod memory;
 pub mod signal;
+pub mod throttle;
 pub mod time;
 #[cfg(test)]
 pub(crate) mod wake_count;
