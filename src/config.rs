@@ -129,9 +129,10 @@ pub struct LaunchArgs {
     /// Port of the Prometheus `/metrics` listener.
     #[arg(long = "metrics-port", alias = "prometheus-port", default_value_t = limits::metrics_port_default)]
     pub metrics_port: u16,
-    /// Host of the Prometheus listener.
-    #[arg(long = "metrics-host", alias = "prometheus-host", default_value = "0.0.0.0")]
-    pub metrics_host: String,
+    /// Host of the Prometheus listener (default: `--host`, so a gateway kept on loopback does
+    /// not expose its metrics).
+    #[arg(long = "metrics-host", alias = "prometheus-host")]
+    pub metrics_host: Option<String>,
     /// Require this key on the data plane (`Authorization: Bearer KEY` or `x-api-key: KEY`).
     #[arg(long = "api-key", env = "SHARDGATE_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
@@ -425,7 +426,7 @@ impl Config {
             use_generation_config: a.generation_config == "auto",
             dp_aware: a.dp_aware,
             remove_unhealthy_workers: a.remove_unhealthy_workers,
-            metrics_host: a.metrics_host.clone(),
+            metrics_host: a.metrics_host.clone().unwrap_or_else(|| a.host.clone()),
             metrics_port: a.metrics_port,
             security: Security {
                 api_key: a.api_key.clone().filter(|k| !k.is_empty()),
@@ -604,5 +605,21 @@ mod tests {
             format!("tcp://127.0.0.1:{}", sockdir::derived_handshake_port("/tmp/sg/e0"))
         );
         assert_eq!(c.worker_socket_root.as_deref(), Some(std::path::Path::new("/tmp")));
+    }
+
+    #[test]
+    fn the_metrics_listener_follows_host_unless_told_otherwise() {
+        let base = ["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/tmp"];
+        // (extra flags, metrics host)
+        let cases: [(&[&str], &str); 4] = [
+            (&[], "0.0.0.0"),
+            (&["--host", "127.0.0.1"], "127.0.0.1"),
+            (&["--host", "127.0.0.1", "--metrics-host", "0.0.0.0"], "0.0.0.0"),
+            (&["--host", "10.0.0.5", "--prometheus-host", "127.0.0.1"], "127.0.0.1"),
+        ];
+        for (extra, expected) in cases {
+            let args: Vec<&str> = base.iter().chain(extra.iter()).copied().collect();
+            assert_eq!(launch(&args).unwrap().metrics_host, expected, "{extra:?}");
+        }
     }
 }

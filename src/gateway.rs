@@ -14,7 +14,15 @@ pub fn run(config: Config) -> Result<(), String> {
     // Before any thread starts, so that every thread inherits the mask and only the signal
     // thread ever takes SIGTERM / SIGINT.
     crate::shutdown::block_signals()?;
-    let shared = Shared::new(config);
+    let engines = config.workers.iter().map(|w| w.engine_count).sum();
+    let budget = crate::http::fd_budget::plan(config.shards, engines);
+    tracing::info!(
+        "file descriptors: limit {}, {} reserved; up to {} connections per shard",
+        budget.nofile,
+        budget.reserved,
+        budget.connections_per_shard
+    );
+    let shared = Shared::new(config, budget.connections_per_shard);
     crate::shutdown::spawn_watcher(shared.clone())?;
     let source = ModelSource {
         model_path: shared.config.model_path.clone(),

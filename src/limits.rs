@@ -22,19 +22,43 @@ pub const http_body_release_bytes_min: usize = 1024 * 1024;
 /// JSON bodies: top-level members read from a list (scanned); a body with more is read
 /// through a hashed map, so millions of keys cannot make every field read a full scan.
 pub const request_listed_members_max: usize = 64;
-/// HTTP: time allowed from the first byte of a request to the end of its head.
+/// HTTP: time allowed from accepting a connection to the end of its first request's head (a
+/// connection that sends nothing is closed then, silently), and from the first byte of a
+/// later request to the end of its head (408).
 pub const http_header_read_timeout_s: u64 = 10;
-/// HTTP: time allowed to receive a whole request body once its head is in.
-pub const http_body_read_timeout_s: u64 = 60;
-/// HTTP: an idle keep-alive connection is closed after this long. Above the 90-120 s pool idle
-/// time of common clients, so the server never closes a socket a client is about to reuse.
+/// HTTP: time allowed to receive a whole request body once its head is in (408).
+pub const http_body_read_timeout_s: u64 = 30;
+/// HTTP: an idle keep-alive connection (one that has been answered) is closed after this long.
+/// Above the 90-120 s pool idle time of common clients, so the server never closes a socket a
+/// client is about to reuse.
 pub const http_keepalive_idle_timeout_s: u64 = 180;
 /// HTTP: requests a client may pipeline ahead of the one being answered.
 pub const http_pipelined_requests_max: usize = 32;
 /// HTTP: initial read buffer per connection.
 pub const http_read_buffer_bytes: usize = 8 * 1024;
-/// HTTP: open connections per shard; accepting pauses above it.
+/// HTTP: open connections per shard, at most (the descriptor budget, `http::fd_budget`, may
+/// set a lower cap).
 pub const http_connections_per_shard_max: usize = 16 * 1024;
+/// HTTP: connections a shard at its cap still takes, to answer health probes only (anything
+/// else gets a 503); beyond them, connections are closed as soon as they are accepted.
+pub const http_over_cap_connections_per_shard: usize = 16;
+/// HTTP: an over-cap connection must deliver its head within this long.
+pub const http_over_cap_header_timeout_ms: u64 = 1_000;
+/// Metrics listener: open connections; beyond them, closed as soon as they are accepted.
+pub const metrics_connections_max: usize = 64;
+/// Refused connections and failed accepts are logged at most once per this interval, with a
+/// count (a flood would otherwise write thousands of lines a second).
+pub const refusal_log_interval_ms: u64 = 1_000;
+
+/// Descriptors kept out of the connection budget: engine sockets and libzmq's own, model files,
+/// logs, the metrics listener and its connections, workers added at run time.
+pub const fds_reserved_base: usize = 256;
+/// Descriptors kept per shard: its io_uring or epoll, eventfds, listener, pipes.
+pub const fds_reserved_per_shard: usize = 64;
+/// Descriptors kept per engine configured at startup, on each shard (its `ipc://` sockets).
+pub const fds_reserved_per_engine_per_shard: usize = 4;
+/// The descriptor limit assumed when `RLIMIT_NOFILE` cannot be read.
+pub const fds_assumed_when_unknown: usize = 1024;
 
 /// ZMQ: the handshake waits this long for each message (HELLO, registration, READY).
 pub const handshake_timeout_s: u64 = 600;
@@ -150,5 +174,9 @@ pub const metrics_port_default: u16 = 29000;
 
 const _: () = assert!(http_header_bytes_max < http_body_bytes_max);
 const _: () = assert!(http_body_release_bytes_min < http_body_bytes_max);
+const _: () = assert!(http_over_cap_header_timeout_ms < http_header_read_timeout_s * 1000);
+const _: () = assert!(http_header_read_timeout_s < http_body_read_timeout_s);
+const _: () = assert!(http_body_read_timeout_s < http_keepalive_idle_timeout_s);
+const _: () = assert!(metrics_connections_max < fds_reserved_base);
 const _: () = assert!(handshake_port_base as u64 + handshake_port_span <= u16::MAX as u64);
 const _: () = assert!(unix_socket_path_bytes_max < 108);

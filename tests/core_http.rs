@@ -55,13 +55,17 @@ fn chunked_bodies_and_expect_continue() {
 fn limits_answer_with_the_right_status_in_the_openai_envelope() {
     let g = Gateway::start();
     let cases: Vec<(Vec<u8>, u16)> = vec![
-        (b"POST /v1/completions HTTP/1.1\r\nContent-Length: 999999999999\r\n\r\n".to_vec(), 413),
-        (format!("GET / HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(70_000)).into_bytes(), 431),
+        (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n".to_vec(), 413),
+        (format!("GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(70_000)).into_bytes(), 431),
         (b"NONSENSE\r\n\r\n".to_vec(), 400),
-        (b"POST /v1/completions HTTP/1.1\r\nContent-Length: 5\r\n\r\n{bad}".to_vec(), 400),
-        (b"DELETE /v1/completions HTTP/1.1\r\n\r\n".to_vec(), 405),
-        (b"GET /v2/whatever HTTP/1.1\r\n\r\n".to_vec(), 404),
-        (b"POST /v1/completions HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec(), 400),
+        (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n{bad}".to_vec(), 400),
+        (b"DELETE /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), 405),
+        (b"GET /v2/whatever HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), 404),
+        (
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                .to_vec(),
+            400,
+        ),
     ];
     for (raw, status) in cases {
         let mut s = g.connect();
@@ -75,10 +79,61 @@ fn limits_answer_with_the_right_status_in_the_openai_envelope() {
 }
 
 #[test]
+fn lenient_framing_is_refused_with_400_and_the_connection_closed() {
+    let g = Gateway::start();
+    let body = completion_body();
+    let post = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n";
+    let chunked = format!("{post}Transfer-Encoding: chunked\r\n\r\n");
+    // Each of these is read differently by lenient and strict parsers: a proxy in front that
+    // applies RFC 9112 strictly must never see us take a request where it saw none (or two).
+    let cases: Vec<(&str, String)> = vec![
+        ("signed length", format!("{post}Content-Length: +{}\r\n\r\n{body}", body.len())),
+        ("signed chunk size", format!("{chunked}+{:x}\r\n{body}\r\n0\r\n\r\n", body.len())),
+        ("chunk size with a space", format!("{chunked}{:x} \r\n{body}\r\n0\r\n\r\n", body.len())),
+        ("chunk size after a space", format!("{chunked} {:x}\r\n{body}\r\n0\r\n\r\n", body.len())),
+        ("gzip, chunked", format!("{post}Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n")),
+        (
+            "two Transfer-Encoding lines",
+            format!("{post}Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+        ),
+        ("chunked on HTTP/1.0", "POST /v1/completions HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".into()),
+        ("HTTP/1.1 without Host", "GET /v1/models HTTP/1.1\r\n\r\n".into()),
+        ("two Host headers", "GET /v1/models HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".into()),
+        // Bare-LF lines were waited on until the body timeout, then answered 408.
+        ("bare-LF chunk lines", format!("{chunked}{:x}\n{body}\n0\n\n", body.len())),
+        ("bare LF after chunk data", format!("{chunked}{:x}\r\n{body}\n", body.len())),
+    ];
+    for (what, raw) in cases {
+        let mut s = g.connect();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(raw.as_bytes()).unwrap();
+        let mut r = BufReader::new(s);
+        let resp = common::read_response(&mut r).unwrap_or_else(|e| panic!("{what}: no answer within 5 s: {e}"));
+        assert_eq!(resp.status, 400, "{what}: {}", resp.text());
+        assert_eq!(resp.header("connection"), Some("close"), "{what}");
+        assert!(resp.json()["error"]["message"].is_string(), "{what}");
+        let mut rest = Vec::new();
+        assert_eq!(r.read_to_end(&mut rest).unwrap(), 0, "{what}: the connection stays open");
+    }
+    // The same requests, framed strictly, are served.
+    let legal = [
+        format!("{post}Content-Length: {}\r\n\r\n{body}", body.len()),
+        format!("{post}Transfer-Encoding: Chunked\r\n\r\n{:X}\r\n{body}\r\n0\r\n\r\n", body.len()),
+        format!("POST /v1/completions HTTP/1.0\r\nContent-Length: {}\r\n\r\n{body}", body.len()),
+    ];
+    for raw in legal {
+        let mut s = g.connect();
+        s.write_all(raw.as_bytes()).unwrap();
+        let resp = common::read_response(&mut BufReader::new(s)).unwrap();
+        assert_eq!(resp.status, 200, "{raw:?}: {}", resp.text());
+    }
+}
+
+#[test]
 fn a_slow_client_is_cut_off_with_408() {
     let g = Gateway::start();
     let mut s = g.connect();
-    s.write_all(b"POST /v1/completions HTTP/1.1\r\nContent-Len").unwrap();
+    s.write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Len").unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let r = common::read_response(&mut BufReader::new(s)).unwrap();
     assert_eq!(r.status, 408);

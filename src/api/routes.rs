@@ -90,6 +90,16 @@ async fn route(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
     };
 }
 
+/// A connection taken while its shard is at the connection cap: health probes are answered, so
+/// orchestrators still see a live gateway; anything else is told to retry.
+pub async fn over_cap(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
+    let path = req.head.path.trim_end_matches('/');
+    if req.head.method == "GET" && security::access_of(path) == security::Access::Open {
+        return dispatch(ctx, req, r).await;
+    }
+    let _ = r.send_error(&ApiError::unavailable("the server is at its connection limit")).await;
+}
+
 /// The Prometheus listener's one route.
 pub async fn metrics(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
     let _ = match (req.head.method.as_str(), req.head.path.as_str()) {

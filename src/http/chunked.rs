@@ -1,6 +1,11 @@
 //! Incremental decoding of `Transfer-Encoding: chunked` request bodies. Fed whatever bytes have
 //! arrived; says how many it consumed and whether the body is complete. Chunk extensions and
 //! trailers are accepted and ignored; sizes are bounded by the body limit.
+//!
+//! Strict as RFC 9112 section 7.1 reads (what a smuggling-aware proxy in front enforces, so
+//! both sides agree on where the body ends): a chunk size is hex digits only (no sign, no
+//! spaces), every line ends in CRLF (a bare LF or a bare CR is refused as soon as it is seen,
+//! not waited on), and chunk data is followed by CRLF.
 
 use crate::error::ApiError;
 
@@ -41,7 +46,7 @@ impl ChunkedDecoder {
         while pos < input.len() && self.state != State::Done {
             match self.state {
                 State::Size => {
-                    let Some(eol) = find_crlf(&input[pos..]) else {
+                    let Some(eol) = find_line_end(&input[pos..])? else {
                         // + 1: the line's CR may already be here without its LF.
                         if input.len() - pos > SIZE_LINE_MAX + 1 {
                             return Err(ApiError::bad_request("malformed chunked body: size line too long"));
@@ -53,11 +58,7 @@ impl ChunkedDecoder {
                         return Err(ApiError::bad_request("malformed chunked body: size line too long"));
                     }
                     let line = &input[pos..pos + eol];
-                    let hex = line.split(|&b| b == b';').next().unwrap_or(&[]);
-                    let hex = std::str::from_utf8(hex).unwrap_or("").trim();
-                    let size = usize::from_str_radix(hex, 16).map_err(|_| {
-                        ApiError::bad_request(format!("malformed chunked body: bad chunk size {hex:?}"))
-                    })?;
+                    let size = chunk_size(line.split(|&b| b == b';').next().unwrap_or(&[]))?;
                     pos += eol + 2;
                     if size == 0 {
                         self.state = State::Trailer;
@@ -78,17 +79,18 @@ impl ChunkedDecoder {
                     self.state = if take == remaining { State::DataEnd } else { State::Data(remaining - take) };
                 }
                 State::DataEnd => {
-                    if input.len() - pos < 2 {
+                    // A wrong first byte is refused at once rather than waited on.
+                    if input.len() - pos < 2 && input[pos] == b'\r' {
                         return Ok(pos);
                     }
-                    if &input[pos..pos + 2] != b"\r\n" {
+                    if !input[pos..].starts_with(b"\r\n") {
                         return Err(ApiError::bad_request("malformed chunked body: missing CRLF after chunk"));
                     }
                     pos += 2;
                     self.state = State::Size;
                 }
                 State::Trailer => {
-                    let Some(eol) = find_crlf(&input[pos..]) else {
+                    let Some(eol) = find_line_end(&input[pos..])? else {
                         // + 1: the line's CR may already be here without its LF.
                         if input.len() - pos > SIZE_LINE_MAX + 1 {
                             return Err(ApiError::bad_request("malformed chunked body: trailer too long"));
@@ -110,8 +112,27 @@ impl ChunkedDecoder {
     }
 }
 
-fn find_crlf(b: &[u8]) -> Option<usize> {
-    memchr::memmem::find(b, b"\r\n")
+/// Where the first line of `b` ends (the index of its CR), `None` while no LF has arrived.
+/// A line must end in CRLF and hold no other CR: lenient parsers disagree on bare line ends,
+/// which is how a body is made to end in different places for a proxy and for us.
+fn find_line_end(b: &[u8]) -> Result<Option<usize>, ApiError> {
+    let Some(lf) = memchr::memchr(b'\n', b) else { return Ok(None) };
+    match b[..lf].iter().position(|&c| c == b'\r') {
+        Some(cr) if cr + 1 == lf => Ok(Some(cr)),
+        Some(_) => Err(ApiError::bad_request("malformed chunked body: bare CR in a line")),
+        None => Err(ApiError::bad_request("malformed chunked body: line ends in a bare LF, not CRLF")),
+    }
+}
+
+/// `1*HEXDIG`, nothing else (no sign, no whitespace).
+fn chunk_size(hex: &[u8]) -> Result<usize, ApiError> {
+    let bad =
+        || ApiError::bad_request(format!("malformed chunked body: bad chunk size {:?}", String::from_utf8_lossy(hex)));
+    if hex.is_empty() || !hex.iter().all(u8::is_ascii_hexdigit) {
+        return Err(bad());
+    }
+    // All hex digits, so UTF-8; too many of them overflow, which is an error too.
+    usize::from_str_radix(std::str::from_utf8(hex).map_err(|_| bad())?, 16).map_err(|_| bad())
 }
 
 #[cfg(test)]
@@ -153,6 +174,52 @@ mod tests {
         assert_eq!(d.feed(b"zz\r\n").unwrap_err().status, 400);
         let mut d = ChunkedDecoder::new(100);
         assert_eq!(d.feed(b"2\r\nabXX").unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn lenient_framing_is_refused_at_once_however_the_bytes_arrive() {
+        // Each body is refused (400) as soon as the offending byte is in, never waited on.
+        let cases: [&[u8]; 10] = [
+            b"+5\r\nhello\r\n0\r\n\r\n",
+            b" 5\r\nhello\r\n0\r\n\r\n",
+            b"5 \r\nhello\r\n0\r\n\r\n",
+            b"5 ;ext\r\nhello\r\n0\r\n\r\n",
+            b"0x5\r\nhello\r\n0\r\n\r\n",
+            b"\r\nhello\r\n0\r\n\r\n",
+            b"5\nhello\n0\n\n",
+            b"5\r\nhello\n0\r\n\r\n",
+            b"5\r\nhello\r\n0\r\nX-T: 1\n\r\n",
+            b"5\rX\r\nhello\r\n0\r\n\r\n",
+        ];
+        for raw in cases {
+            for piece in 1..=raw.len() {
+                let mut d = ChunkedDecoder::new(1 << 20);
+                let mut buf: Vec<u8> = Vec::new();
+                let mut status = None;
+                for chunk in raw.chunks(piece) {
+                    buf.extend_from_slice(chunk);
+                    match d.feed(&buf) {
+                        Ok(used) => {
+                            buf.drain(..used);
+                        }
+                        Err(e) => {
+                            status = Some(e.status);
+                            break;
+                        }
+                    }
+                }
+                assert_eq!(status, Some(400), "{:?} in pieces of {piece}", String::from_utf8_lossy(raw));
+            }
+        }
+        // Legitimate forms still decode: upper-case hex, leading zeros, extensions, trailers.
+        let ok: [(&[u8], &[u8]); 3] = [
+            (b"A\r\n0123456789\r\n0\r\n\r\n", b"0123456789"),
+            (b"005;a=b;c\r\nhello\r\n000\r\nX-T: 1\r\n\r\n", b"hello"),
+            (b"0\r\n\r\n", b""),
+        ];
+        for (raw, body) in ok {
+            assert_eq!(decode_in_pieces(raw, 1).unwrap().0, body, "{:?}", String::from_utf8_lossy(raw));
+        }
     }
 
     #[test]

@@ -1,19 +1,19 @@
 //! One HTTP/1.1 connection: read a request (head, then body), dispatch it, write the response,
 //! repeat while keep-alive allows. Pipelined requests wait in the read buffer and are served in
-//! order. Time limits: an idle keep-alive connection is closed silently; a request whose head
-//! or body is not complete in time gets a 408 and the connection is closed, so a slow client
-//! cannot hold the shard's resources.
+//! order. Time limits: a connection that sends nothing, and an answered keep-alive connection
+//! left idle, are closed silently; a request whose head or body is not complete in time gets a
+//! 408 and the connection is closed, so a slow client cannot hold the shard's resources.
+//! A connection is one descriptor: its socket, split into a reader and a writer.
 
-use std::os::fd::{AsRawFd, FromRawFd};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt, Splitable};
 use monoio::net::TcpStream;
 
 use super::chunked::ChunkedDecoder;
 use super::request::{parse_head, BodyFraming, Request, RequestHead};
-use super::response::Responder;
+use super::response::{Reader, Responder, Writer};
 use crate::error::ApiError;
 use crate::limits;
 use crate::shard::ShardCtx;
@@ -31,8 +31,30 @@ enum ReadStop {
 pub enum Router {
     /// The OpenAI API, health and admin routes.
     Api,
+    /// A connection taken while its shard is at the connection cap: one request, which must
+    /// arrive quickly; health probes are answered, anything else gets a 503.
+    OverCap,
     /// The Prometheus listener.
     Metrics,
+}
+
+impl Router {
+    /// What its connections are, for log lines.
+    pub fn label(self) -> &'static str {
+        match self {
+            Router::Api => "connections",
+            Router::OverCap => "for health probes",
+            Router::Metrics => "metrics connections",
+        }
+    }
+
+    /// Time from accepting the connection to the end of its first head.
+    fn first_head_timeout(self) -> Duration {
+        match self {
+            Router::OverCap => Duration::from_millis(limits::http_over_cap_header_timeout_ms),
+            Router::Api | Router::Metrics => Duration::from_secs(limits::http_header_read_timeout_s),
+        }
+    }
 }
 
 pub async fn serve_connection(ctx: Rc<ShardCtx>, stream: TcpStream, router: Router) {
@@ -41,29 +63,32 @@ pub async fn serve_connection(ctx: Rc<ShardCtx>, stream: TcpStream, router: Rout
     ctx.metrics().connection_closed();
 }
 
-async fn serve(ctx: &Rc<ShardCtx>, mut stream: TcpStream, router: Router) {
+async fn serve(ctx: &Rc<ShardCtx>, stream: TcpStream, router: Router) {
     let _ = stream.set_nodelay(true);
-    let Some(watch) = dup_stream(&stream) else { return };
+    let (mut reader, mut writer) = stream.into_split();
     let mut input: Vec<u8> = Vec::with_capacity(limits::http_read_buffer_bytes);
     let mut output: Vec<u8> = Vec::with_capacity(limits::http_read_buffer_bytes);
+    let mut wait = Wait::First(router.first_head_timeout());
     loop {
-        let request = match read_request(&mut stream, &mut input).await {
+        let request = match read_request(&mut reader, &mut writer, &mut input, wait).await {
             Ok(r) => r,
             Err(ReadStop::Close) => return,
             Err(ReadStop::Fail(e)) => {
                 tracing::info!("shard {}: rejecting request: {}", ctx.index, e);
-                let mut r = Responder::new(&mut stream, &watch, output, false, false);
+                let mut r = Responder::new(&mut writer, &reader, output, false, false);
                 let _ = r.send_error(&e).await;
                 ctx.metrics().response(e.status);
                 return;
             }
         };
-        let keep_alive = request.head.keep_alive;
+        wait = Wait::KeepAlive;
+        let keep_alive = request.head.keep_alive && router != Router::OverCap;
         let http10 = request.head.version_minor == 0;
-        let mut responder = Responder::new(&mut stream, &watch, output, keep_alive, http10);
+        let mut responder = Responder::new(&mut writer, &reader, output, keep_alive, http10);
         responder.write_timeout = Duration::from_secs(ctx.shared.config.stream_write_timeout_s);
         match router {
             Router::Api => crate::api::routes::dispatch(ctx, request, &mut responder).await,
+            Router::OverCap => crate::api::routes::over_cap(ctx, request, &mut responder).await,
             Router::Metrics => crate::api::routes::metrics(ctx, request, &mut responder).await,
         }
         if let Some(status) = responder.status() {
@@ -77,22 +102,19 @@ async fn serve(ctx: &Rc<ShardCtx>, mut stream: TcpStream, router: Router) {
     }
 }
 
-/// A second handle on the socket, used only to wait for readability (client-gone checks) while
-/// the main handle is busy writing.
-fn dup_stream(stream: &TcpStream) -> Option<TcpStream> {
-    // SAFETY: dup gives us our own descriptor for the same socket.
-    let fd = unsafe { libc::dup(stream.as_raw_fd()) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: `fd` is a fresh, owned, open socket descriptor.
-    let std_stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
-    std_stream.set_nonblocking(true).ok()?;
-    TcpStream::from_std(std_stream).ok()
+/// How long a connection may wait before a request's head is complete.
+#[derive(Debug, Clone, Copy)]
+enum Wait {
+    /// A new connection: its first head must be complete this long after the accept; one that
+    /// sends nothing at all in that time is closed silently.
+    First(Duration),
+    /// An answered keep-alive connection: silent for up to the keep-alive idle time, then the
+    /// header timeout from the next request's first byte.
+    KeepAlive,
 }
 
 /// Reads more bytes into `buf`, giving up at `deadline`. Ok(false): EOF.
-async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>, deadline: Instant) -> Result<bool, ReadStop> {
+async fn read_more(stream: &mut Reader, buf: &mut Vec<u8>, deadline: Instant) -> Result<bool, ReadStop> {
     if buf.capacity() - buf.len() < 4096 {
         buf.reserve(limits::http_read_buffer_bytes);
     }
@@ -110,38 +132,49 @@ async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>, deadline: Instant)
     }
 }
 
-async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Request, ReadStop> {
-    let idle_deadline = Instant::now() + Duration::from_secs(limits::http_keepalive_idle_timeout_s);
+async fn read_request(
+    reader: &mut Reader,
+    writer: &mut Writer,
+    buf: &mut Vec<u8>,
+    wait: Wait,
+) -> Result<Request, ReadStop> {
+    let now = Instant::now();
+    let (silence_deadline, first_head_deadline) = match wait {
+        Wait::First(timeout) => (now + timeout, Some(now + timeout)),
+        Wait::KeepAlive => (now + Duration::from_secs(limits::http_keepalive_idle_timeout_s), None),
+    };
     let mut head_deadline: Option<Instant> = None;
     let (head, head_len) = loop {
         if !buf.is_empty() {
             if let Some(parsed) = parse_head(buf).map_err(ReadStop::Fail)? {
                 break parsed;
             }
-            head_deadline
-                .get_or_insert_with(|| Instant::now() + Duration::from_secs(limits::http_header_read_timeout_s));
+            head_deadline.get_or_insert_with(|| {
+                first_head_deadline
+                    .unwrap_or_else(|| Instant::now() + Duration::from_secs(limits::http_header_read_timeout_s))
+            });
         }
-        let deadline = head_deadline.unwrap_or(idle_deadline);
-        match read_more(stream, buf, deadline).await {
+        let deadline = head_deadline.unwrap_or(silence_deadline);
+        match read_more(reader, buf, deadline).await {
             Ok(true) => {}
             Ok(false) => return Err(ReadStop::Close),
-            // An idle keep-alive connection just closes; a half-sent head gets a 408.
+            // A silent connection just closes; a half-sent head gets a 408.
             Err(ReadStop::Fail(_)) if head_deadline.is_none() => return Err(ReadStop::Close),
             Err(e) => return Err(e),
         }
     };
     buf.drain(..head_len);
     if head.expect_continue && head.framing != BodyFraming::None {
-        let (res, _) = stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n".to_vec()).await;
+        let (res, _) = writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n".to_vec()).await;
         if res.is_err() {
             return Err(ReadStop::Close);
         }
     }
-    let body = read_body(stream, buf, &head).await?;
+    let body = read_body(reader, buf, &head).await?;
     Ok(Request { head, body })
 }
 
-async fn read_body(stream: &mut TcpStream, buf: &mut Vec<u8>, head: &RequestHead) -> Result<Vec<u8>, ReadStop> {
+async fn read_body(stream: &mut Reader, buf: &mut Vec<u8>, head: &RequestHead) -> Result<Vec<u8>, ReadStop> {
     let deadline = Instant::now() + Duration::from_secs(limits::http_body_read_timeout_s);
     match head.framing {
         BodyFraming::None => Ok(Vec::new()),

@@ -5,6 +5,7 @@
 
 pub mod chunked;
 pub mod conn;
+pub mod fd_budget;
 pub mod request;
 pub mod response;
 pub mod server;

@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::time::Duration;
 
-use monoio::io::AsyncWriteRentExt;
+use monoio::io::{AsyncWriteRentExt, OwnedReadHalf, OwnedWriteHalf};
 use monoio::net::TcpStream;
 
 use crate::error::ApiError;
@@ -16,9 +16,14 @@ use crate::error::ApiError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientGone;
 
+/// The two halves of one connection's socket (one descriptor): requests are read from the
+/// reader, which also watches for the client leaving while the writer sends a response.
+pub type Reader = OwnedReadHalf<TcpStream>;
+pub type Writer = OwnedWriteHalf<TcpStream>;
+
 pub struct Responder<'c> {
-    stream: &'c mut TcpStream,
-    watch: &'c TcpStream,
+    stream: &'c mut Writer,
+    watch: &'c Reader,
     buf: Vec<u8>,
     /// The client allows the connection to be reused after this response.
     keep_alive: bool,
@@ -70,7 +75,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
 }
 
 impl<'c> Responder<'c> {
-    pub fn new(stream: &'c mut TcpStream, watch: &'c TcpStream, buf: Vec<u8>, keep_alive: bool, http10: bool) -> Self {
+    pub fn new(stream: &'c mut Writer, watch: &'c Reader, buf: Vec<u8>, keep_alive: bool, http10: bool) -> Self {
         Responder {
             stream,
             watch,
@@ -284,7 +289,7 @@ impl<'c> Responder<'c> {
         client_gone(self.watch).await
     }
 
-    pub fn watch(&self) -> &'c TcpStream {
+    pub fn watch(&self) -> &'c Reader {
         self.watch
     }
 }
@@ -313,7 +318,12 @@ fn format_chunk_size(n: usize, out: &mut [u8; 18]) -> &[u8] {
     &out[..len + 2]
 }
 
-pub async fn client_gone(watch: &TcpStream) {
+pub async fn client_gone(watch: &Reader) {
+    // SAFETY: monoio declares `TcpStream` `Split`: operations on its two halves are independent
+    // (each takes its own handle on the descriptor when it starts), which is what lets the
+    // writer send while this waits. Readiness and the peek below only read the descriptor, and
+    // the reader's own reads never run while a response is being written.
+    let watch: &TcpStream = unsafe { &*watch.0.get() };
     let fd = watch.as_raw_fd();
     loop {
         if watch.readable(false).await.is_err() {

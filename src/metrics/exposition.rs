@@ -115,6 +115,17 @@ fn http_metrics(out: &mut String, shards: &[&ShardMetrics]) {
         "shardgate_http_connections_total {}",
         sum(shards, |m| m.connections_total.load(Ordering::Relaxed))
     );
+    header(
+        out,
+        "shardgate_http_connections_refused_total",
+        "counter",
+        "HTTP connections closed at accept: the shard was at its connection cap.",
+    );
+    let _ = writeln!(
+        out,
+        "shardgate_http_connections_refused_total {}",
+        sum(shards, |m| m.connections_refused.load(Ordering::Relaxed))
+    );
     header(out, "shardgate_shard_connections_active", "gauge", "Open HTTP connections per shard.");
     for (i, m) in shards.iter().enumerate() {
         let _ = writeln!(

@@ -86,6 +86,7 @@ pub struct ShardMetrics {
     pub http_requests: AtomicU64,
     pub connections_active: AtomicI64,
     pub connections_total: AtomicU64,
+    pub connections_refused: AtomicU64,
     pub tokenizer_cache_l0_hits: AtomicU64,
     pub tokenizer_cache_l0_misses: AtomicU64,
     pub tokenizer_cache_l1_hits: AtomicU64,
@@ -120,6 +121,10 @@ impl ShardMetrics {
     pub fn connection_opened(&self) {
         self.connections_active.fetch_add(1, Ordering::Relaxed);
         add(&self.connections_total, 1);
+    }
+
+    pub fn connection_refused(&self) {
+        add(&self.connections_refused, 1);
     }
 
     pub fn connection_closed(&self) {

@@ -1,8 +1,12 @@
-//! The Prometheus listener (`--metrics-port`, default 29000), on the control shard.
+//! The Prometheus listener (`--metrics-port`, default 29000, on `--metrics-host`, default
+//! `--host`), on the control shard. Its connections are capped apart from the API's, and their
+//! descriptors come out of the reserve, so metrics stay readable when the API is at its cap.
 
 use std::rc::Rc;
 
 use crate::http::conn::Router;
+use crate::http::server::Acceptor;
+use crate::limits;
 use crate::shard::ShardCtx;
 
 pub fn spawn(ctx: Rc<ShardCtx>) {
@@ -19,16 +23,14 @@ pub fn spawn(ctx: Rc<ShardCtx>) {
     };
     tracing::info!("metrics on http://{addr}/metrics");
     monoio::spawn(async move {
+        let mut acceptor = Acceptor::new("metrics".into(), &[(Router::Metrics, limits::metrics_connections_max)]);
         loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    monoio::spawn(crate::http::conn::serve_connection(ctx.clone(), stream, Router::Metrics));
-                }
-                Err(e) => {
-                    tracing::warn!("metrics accept failed: {e}");
-                    monoio::time::sleep(std::time::Duration::from_millis(10)).await;
-                }
-            }
+            let Some((stream, router, open)) = acceptor.accept(&listener).await else { continue };
+            let ctx = ctx.clone();
+            monoio::spawn(async move {
+                crate::http::conn::serve_connection(ctx, stream, router).await;
+                open.set(open.get() - 1);
+            });
         }
     });
 }

@@ -70,11 +70,13 @@ pub struct Shared {
     pub admission: crate::pipeline::admission::Admission,
     /// Set on SIGTERM: no new requests are taken.
     pub draining: std::sync::atomic::AtomicBool,
+    /// Open API connections a shard holds at most (`http::fd_budget`).
+    pub connections_per_shard: usize,
     model: OnceLock<Result<Arc<ModelAssets>, String>>,
 }
 
 impl Shared {
-    pub fn new(config: Config) -> Arc<Self> {
+    pub fn new(config: Config, connections_per_shard: usize) -> Arc<Self> {
         let shards = config.shards;
         let registry = Registry::default();
         let parsers = ParserChoice::resolve(&config, &registry);
@@ -93,6 +95,7 @@ impl Shared {
             zmq: zmq::Context::new(),
             admission: crate::pipeline::admission::Admission::new(config.admission),
             draining: Default::default(),
+            connections_per_shard,
             model: OnceLock::new(),
             config,
         })

@@ -1,10 +1,12 @@
-//! Small shared helpers with no knowledge of the gateway: JSON string escaping, ids, clocks.
+//! Small shared helpers with no knowledge of the gateway: JSON string escaping, ids, clocks,
+//! throttled log lines.
 
 pub mod ids;
 pub mod json;
 pub mod log_escape;
 pub mod memory;
 pub mod signal;
+pub mod throttle;
 pub mod time;
 #[cfg(test)]
 pub(crate) mod wake_count;

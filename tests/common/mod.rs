@@ -142,6 +142,8 @@ pub struct Options {
     pub gateway_env: Vec<(String, String)>,
     /// The gateway's `--model-path` (default: the demo model).
     pub model_path: Option<PathBuf>,
+    /// Start the gateway with this `RLIMIT_NOFILE` (soft and hard).
+    pub nofile: Option<u64>,
 }
 
 impl Default for Options {
@@ -154,6 +156,7 @@ impl Default for Options {
             wait_ready: true,
             gateway_env: Vec::new(),
             model_path: None,
+            nofile: None,
         }
     }
 }
@@ -207,7 +210,21 @@ impl Gateway {
         sim_args.extend(opts.sim_args.iter().cloned());
         let port = free_port();
         let metrics_port = free_port();
-        let gateway = Command::new(env!("CARGO_BIN_EXE_shardgate"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_shardgate"));
+        if let Some(n) = opts.nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
+            unsafe {
+                command.pre_exec(move || {
+                    let lim = libc::rlimit { rlim_cur: n, rlim_max: n };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let gateway = command
             .args(["launch", "--worker-urls", &worker_url, "--model-path"])
             .arg(opts.model_path.clone().unwrap_or_else(model_dir))
             .args(["--served-model-name", "test-model", "--host", "127.0.0.1", "--port", &port.to_string()])
@@ -360,6 +377,15 @@ impl Gateway {
 
     pub fn get(&self, path: &str) -> Response {
         self.try_request("GET", path, None, &[]).unwrap()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.gateway.id()
+    }
+
+    /// Descriptors the gateway process holds.
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).map(|d| d.count()).unwrap_or(0)
     }
 
     /// Sends a signal to the gateway process.

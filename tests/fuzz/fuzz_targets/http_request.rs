@@ -8,6 +8,11 @@
 //! - A parsed head, written back out canonically and parsed again, is the same head.
 //! - Framing facts hold: chunked never comes with a length, lengths are within the body limit,
 //!   keep-alive follows the version and `Connection` tokens.
+//! - Only strictly framed heads are taken (RFC 9112, as a smuggling-aware proxy reads them):
+//!   `Content-Length` digits only, `Transfer-Encoding` exactly one `chunked` and only on
+//!   HTTP/1.1, exactly one `Host` on HTTP/1.1, at most one `Authorization` and `x-api-key`.
+//! - A chunked body is taken only with CRLF line ends and hex-digit sizes: every LF the
+//!   decoder consumed outside chunk data follows a CR.
 //! - Errors are 400, 413 or 431, never anything else, and never a panic.
 //!
 //! The same input is also fed straight to a `ChunkedDecoder` as a body, split the same ways.
@@ -197,6 +202,7 @@ fn check_head(head: &RequestHead, raw: &[u8]) {
         !tokens.iter().any(|t| t == "close")
     };
     assert_eq!(head.keep_alive, expected_keep_alive, "keep-alive for HTTP/1.{} with {tokens:?}", head.version_minor);
+    check_strict_framing(head);
     assert!(!head.path.contains('?'), "path keeps its query: {:?}", head.path);
 
     // Every strict prefix of a complete head is "read more", never an error: otherwise a
@@ -240,6 +246,63 @@ fn check_head(head: &RequestHead, raw: &[u8]) {
         }
         Ok(None) => panic!("canonical head is incomplete: {:?}", String::from_utf8_lossy(&canon)),
         Err(e) => panic!("canonical head refused ({} {}): {:?}", e.status, e.message, String::from_utf8_lossy(&canon)),
+    }
+}
+
+/// The RFC 9112 rules a lenient parser would bend, on a head we accepted.
+fn check_strict_framing(head: &RequestHead) {
+    let values =
+        |name: &str| head.headers.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect::<Vec<_>>();
+    for v in values("content-length") {
+        assert!(!v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()), "Content-Length {v:?} taken");
+    }
+    let te = values("transfer-encoding");
+    if !te.is_empty() {
+        assert_eq!(head.version_minor, 1, "Transfer-Encoding taken on HTTP/1.0");
+        assert!(te.len() == 1 && te[0].eq_ignore_ascii_case("chunked"), "Transfer-Encoding {te:?} taken");
+        assert_eq!(head.framing, BodyFraming::Chunked);
+    }
+    if head.version_minor == 1 {
+        assert_eq!(values("host").len(), 1, "HTTP/1.1 taken with {} Host headers", values("host").len());
+    }
+    for name in ["host", "authorization", "x-api-key"] {
+        assert!(values(name).len() <= 1, "{name} taken twice");
+    }
+}
+
+/// On a chunked body the decoder finished, the framing it consumed was strict: outside chunk
+/// data, every LF ends a CRLF and every size line starts with a hex digit.
+fn check_strict_chunks(consumed: &[u8]) {
+    let mut pos = 0;
+    loop {
+        let lf = pos + consumed[pos..].iter().position(|&b| b == b'\n').expect("a consumed size line ends in LF");
+        assert!(lf > pos && consumed[lf - 1] == b'\r', "bare LF taken at byte {lf}");
+        let line = &consumed[pos..lf - 1];
+        assert!(!line.contains(&b'\r'), "bare CR taken in {:?}", String::from_utf8_lossy(line));
+        let hex: Vec<u8> = line.iter().copied().take_while(|&b| b != b';').collect();
+        assert!(
+            !hex.is_empty() && hex.iter().all(u8::is_ascii_hexdigit),
+            "chunk size {:?} taken",
+            String::from_utf8_lossy(&hex)
+        );
+        let size = usize::from_str_radix(std::str::from_utf8(&hex).unwrap(), 16).unwrap();
+        pos = lf + 1;
+        if size == 0 {
+            // Trailer lines, then the empty line.
+            loop {
+                let lf = pos + consumed[pos..].iter().position(|&b| b == b'\n').expect("a consumed trailer ends in LF");
+                assert!(lf > pos && consumed[lf - 1] == b'\r', "bare LF taken in the trailer at byte {lf}");
+                assert!(!consumed[pos..lf - 1].contains(&b'\r'), "bare CR taken in the trailer");
+                let empty = lf == pos + 1;
+                pos = lf + 1;
+                if empty {
+                    assert_eq!(pos, consumed.len(), "bytes consumed after the last chunk");
+                    return;
+                }
+            }
+        }
+        assert_eq!(&consumed[pos + size..pos + size + 2], b"\r\n", "chunk data not followed by CRLF");
+        pos += size + 2;
     }
 }
 
@@ -322,6 +385,9 @@ fuzz_target!(|raw: &[u8]| {
     }
 
     let whole = decode_body(&[data]);
+    if let BodyOutcome::Done { used, .. } = &whole {
+        check_strict_chunks(&data[..*used]);
+    }
     for &k in &points {
         let split = decode_body(&[&data[..k], &data[k..]]);
         assert_eq!(split, whole, "chunked body split at byte {k} of {}", data.len());

@@ -31,22 +31,38 @@ def write(target, items):
 
 def http_request():
     chat = b'{"model":"qwen3-demo","messages":[{"role":"user","content":"Hi"}],"max_tokens":4}'
+    post = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+    chunked = post + b"Transfer-Encoding: chunked\r\n\r\n"
     return [
         ("get", b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"),
         ("http10", b"GET /v1/models HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"),
-        ("post-length", b"POST /v1/chat/completions?x=1 HTTP/1.1\r\nContent-Type: application/json\r\n"
-         b"Content-Length: %d\r\n\r\n%s" % (len(chat), chat)),
-        ("pipelined", b"GET /health HTTP/1.1\r\n\r\nPOST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"
-         b"GET /readiness HTTP/1.1\r\nConnection: close\r\n\r\n"),
-        ("chunked", b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n"
-         b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\nGET / HTTP/1.1\r\n\r\n"),
+        ("post-length", b"POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+         b"Authorization: Bearer k\r\nContent-Length: %d\r\n\r\n%s" % (len(chat), chat)),
+        ("pipelined", b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" + post + b"Content-Length: 2\r\n\r\n{}"
+         b"GET /readiness HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+        ("chunked", post + b"Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n"
+         b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n"),
         ("chunked-body", b"4\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\n\r\n"),
         # `\0\0` + k expands to k x 64 bytes in the target (see `expand` there).
         ("chunked-long-ext", b"3;\0\0\x30\r\nabc\r\n0\r\n\r\n"),
-        ("head-near-limit", b"GET / HTTP/1.1\r\nX-Big: " + b"\0\0\xff" * 3 + b"\0\0\xf0\r\n\r\n"),
+        ("head-near-limit", b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"\0\0\xff" * 3 + b"\0\0\xf0\r\n\r\n"),
         ("bare-lf", b"GET / HTTP/1.1\nHost: x\n\n"),
-        ("smuggle", b"POST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
-        ("te-list", b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"),
+        ("smuggle", post + b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+        # The strict framing rules (RFC 9112), one seed each: all are refused with a 400.
+        ("te-list", post + b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"),
+        ("te-twice", post + b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+        ("te-http10", b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+        ("length-signed", post + b"Content-Length: +2\r\n\r\n{}"),
+        ("no-host", b"GET /health HTTP/1.1\r\n\r\n"),
+        ("two-hosts", b"GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
+        ("two-authorizations", b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\r\n"
+         b"Authorization: Bearer b\r\n\r\n"),
+        ("chunk-size-signed", chunked + b"+5\r\nhello\r\n0\r\n\r\n"),
+        ("chunk-size-spaces", chunked + b" 5 \r\nhello\r\n0\r\n\r\n"),
+        ("chunk-bare-lf", chunked + b"5\nhello\n0\n\n"),
+        ("chunk-bare-cr", chunked + b"5\rX\r\nhello\r\n0\r\n\r\n"),
+        ("chunk-data-bare-lf", chunked + b"5\r\nhello\n0\r\n\r\n"),
+        ("chunked-body-bare-lf", b"5\nhello\r\n0\r\n\r\n"),
     ]
 
 
