@@ -520,7 +520,7 @@ fn memory_taken_for_a_huge_body_goes_back_to_the_os() {
     for _ in 0..2 {
         assert_eq!(g.post_json("/v1/completions", &body).status, 200);
     }
-    let after = g.rss_mib();
-    // Kept by the shard's heap, this is hundreds of MiB; handed back, a few.
-    assert!(after < before + 64, "resident memory went from {before} to {after} MiB");
+    // Kept by the shard's heap, this is hundreds of MiB; handed back, a few. The shard hands it
+    // back after the response is written, so the client may look a moment too early.
+    common::eventually(|| g.rss_mib() < before + 64, "the memory of the huge bodies handed back");
 }
