@@ -80,3 +80,211 @@ fn an_unreachable_server_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&port.to_string()), "{err}");
 }
+
+/// `shardgate bench sink` on a free port: answers every request at once with 4 tokens.
+fn sink() -> (common::ChildGuard, u16) {
+    let port = common::free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_shardgate"))
+        .args(["bench", "sink", "--port", &port.to_string(), "--output-len", "4"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let guard = common::ChildGuard(child);
+    common::eventually(|| std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(), "the sink to listen");
+    (guard, port)
+}
+
+/// A `vllm bench serve` command line against the sink, run in `cwd`.
+fn vllm_line(port: u16, cwd: &Path, flags: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_shardgate"))
+        .current_dir(cwd)
+        .args(["bench", "--host", "127.0.0.1", "--port", &port.to_string(), "--model", "sink"])
+        .arg("--tokenizer")
+        .arg(common::model_dir())
+        .args(["--dataset-name", "random", "--random-input-len", "16", "--num-prompts", "12", "--disable-tqdm"])
+        .args(flags)
+        .output()
+        .unwrap()
+}
+
+/// The one result file in `dir` whose name starts with `prefix`, parsed (each line of an
+/// appended file).
+fn result_lines(dir: &Path, prefix: &str) -> Vec<Value> {
+    let names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix) && n.ends_with(".json"))
+        .collect();
+    assert_eq!(names.len(), 1, "one result named {prefix}*.json in {}: {names:?}", dir.display());
+    let text = std::fs::read_to_string(dir.join(&names[0])).unwrap();
+    if text.trim_start().starts_with("{\n") {
+        return vec![serde_json::from_str(&text).unwrap()];
+    }
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn vllm_bench_serve_command_lines_run_with_vllms_meaning() {
+    struct Case {
+        flags: &'static [&'static str],
+        /// Where the result lands, relative to the case's directory, and its file-name prefix.
+        dir: &'static str,
+        prefix: &'static str,
+        /// Times the line runs (--append-result adds a line each time).
+        runs: usize,
+        present: &'static [&'static str],
+        absent: &'static [&'static str],
+        values: &'static [(&'static str, &'static str)],
+        stderr: &'static str,
+    }
+    let cases = [
+        Case {
+            flags: &[
+                "--backend",
+                "vllm",
+                "--endpoint",
+                "/v1/completions",
+                "--save-result",
+                "--result-dir",
+                "out",
+                "--save-detailed",
+                "--metadata",
+                "tp=1",
+                "version=0.32",
+                "--percentile-metrics",
+                "ttft,tpot,itl,e2el",
+                "--metric-percentiles",
+                "25,50,99",
+                "--request-rate",
+                "inf",
+                "--max-concurrency",
+                "4",
+                "--tokenizer-mode",
+                "hf",
+                "--temperature",
+                "0",
+                "--seed",
+                "3",
+            ],
+            dir: "out",
+            prefix: "vllm-infqps-concurrency4-sink-",
+            runs: 1,
+            present: &[
+                "p25_ttft_ms",
+                "p50_tpot_ms",
+                "p99_itl_ms",
+                "mean_e2el_ms",
+                "std_e2el_ms",
+                "ttfts",
+                "itls",
+                "latencies",
+            ],
+            absent: &["p90_ttft_ms"],
+            values: &[
+                ("backend", "\"vllm\""),
+                ("request_rate", "\"inf\""),
+                ("tp", "\"1\""),
+                ("version", "\"0.32\""),
+                ("completed", "12"),
+            ],
+            stderr: "",
+        },
+        Case {
+            flags: &[
+                "--save-result",
+                "--percentile-metrics",
+                "ttft",
+                "--metric-percentiles",
+                "99.9",
+                "--request-rate",
+                "500",
+            ],
+            dir: ".",
+            prefix: "openai-500.0qps-sink-",
+            runs: 1,
+            present: &["p99.9_ttft_ms", "median_ttft_ms"],
+            absent: &["mean_itl_ms", "p99_ttft_ms", "mean_e2el_ms", "mean_ttfb_ms", "ttfts"],
+            values: &[("request_rate", "500.0"), ("max_concurrency", "null")],
+            stderr: "",
+        },
+        Case {
+            flags: &[
+                "--append-result",
+                "--result-filename",
+                "runs.json",
+                "--label",
+                "mine",
+                "--trust-remote-code",
+                "--request-id-prefix",
+                "r-",
+                "--input-len",
+                "8",
+                "--output-len",
+                "3",
+            ],
+            dir: ".",
+            prefix: "runs",
+            runs: 2,
+            present: &["p99_ttft_ms"],
+            absent: &[],
+            values: &[("label", "\"mine\""), ("num_prompts", "12")],
+            stderr: "ignoring vllm bench serve flags: --trust-remote-code (",
+        },
+    ];
+    let (_sink, port) = sink();
+    let root = std::env::temp_dir().join(format!("sg-bench-vllm-{}", std::process::id()));
+    for (i, case) in cases.iter().enumerate() {
+        let cwd = root.join(i.to_string());
+        std::fs::create_dir_all(&cwd).unwrap();
+        for _ in 0..case.runs {
+            let out = vllm_line(port, &cwd, case.flags);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "case {i}: {stderr}");
+            assert!(stderr.contains(case.stderr), "case {i}: stderr lacks {:?}:\n{stderr}", case.stderr);
+        }
+        let results = result_lines(&cwd.join(case.dir), case.prefix);
+        assert_eq!(results.len(), case.runs, "case {i}: one result per run");
+        for r in &results {
+            for key in case.present {
+                assert!(r.get(key).is_some(), "case {i}: {key} missing");
+            }
+            for key in case.absent {
+                assert!(r.get(key).is_none(), "case {i}: {key} present: {}", r[key]);
+            }
+            for (key, want) in case.values {
+                assert_eq!(r[key].to_string(), *want, "case {i}: {key}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn refused_vllm_flags_exit_naming_the_flag() {
+    // Nothing listens on the port: a refusal must come before any connection is tried.
+    let port = common::free_port();
+    const INSTEAD: &str = "(a vllm bench serve flag) is not supported; use instead: ";
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&["--profile"], "--profile", INSTEAD),
+        (&["--lora-modules", "a", "b"], "--lora-modules", INSTEAD),
+        (&["--ramp-up-strategy", "linear"], "--ramp-up-strategy", INSTEAD),
+        (&["--hf-split", "train"], "--hf-split", "--dataset-name custom"),
+        (&["--logprobs", "2"], "--logprobs", "--extra-body"),
+        (&["--tokenizer-mode", "mistral"], "--tokenizer-mode", "use auto or hf"),
+        (&["--percentile-metrics", "ttft,goodput"], "--percentile-metrics", "unknown metric 'goodput'"),
+        (&["--dataset-name", "hf"], "--dataset-name", "possible values"),
+        (&["--backend", "openai-embeddings"], "--backend", "possible values"),
+    ];
+    for (flags, name, instead) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_shardgate"))
+            .args(["bench", "--base-url", &format!("http://127.0.0.1:{port}"), "--num-prompts", "2"])
+            .args(*flags)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flags:?} ran");
+        assert!(err.contains(name) && err.contains(instead), "{flags:?}: {err}");
+        assert!(!err.contains(&port.to_string()), "{flags:?} dialed the server: {err}");
+    }
+}

@@ -11,8 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-SHARDGATE=${SHARDGATE:-target/release/shardgate}      # gateway + `demo --prepare`
-SIM=${SIM:-target/release/shardgate-sim}
+BUILT=${CARGO_TARGET_DIR:-target}/release                # where `cargo build --release` put them
+SHARDGATE=${SHARDGATE:-$BUILT/shardgate}               # gateway + `demo --prepare`
+SIM=${SIM:-$BUILT/shardgate-sim}
 BENCH=${BENCH:-$SHARDGATE}                             # the binary with `bench`
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
@@ -24,15 +25,12 @@ TARGET=${TARGET:-sim}
 OUT=${OUT:-perf/bench/results/$(date -u +%Y%m%d-%H%M%S)-$TARGET}
 mkdir -p "$OUT"
 
+for bin in "$SHARDGATE" "$SIM" "$BENCH"; do
+  [ -x "$bin" ] || { echo "$bin is missing: cargo build --release --bin shardgate --bin shardgate-sim" >&2; exit 1; }
+done
 if [ -z "${VLLM_RS:-}" ]; then
-  # As the reference recommends: fetch the wheel once, extract only the Rust client.
-  CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/shardgate/vllm-0.33.0
-  if [ ! -x "$CACHE/vllm/vllm-rs" ]; then
-    mkdir -p "$CACHE"
-    pip download --no-deps --only-binary=:all: vllm==0.33.0 -d "$CACHE"
-    (cd "$CACHE" && unzip -o -q vllm-0.33.0-*.whl 'vllm/vllm-rs' && chmod +x vllm/vllm-rs)
-  fi
-  VLLM_RS=$CACHE/vllm/vllm-rs
+  # The harness's setup fetches vllm-rs (only the Rust client out of the vllm wheel), cached.
+  VLLM_RS=$(perf/harness/setup.sh | sed -n 's/^VLLM_RS=//p')
 fi
 
 MODEL_DIR=$("$SHARDGATE" demo --prepare)

@@ -42,7 +42,6 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "shardgate")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -827,14 +826,13 @@ def env_paths():
         if "=" in line:
             k, v = line.split("=", 1)
             env[k] = v
-    env["PY"] = os.path.join(CACHE, "perf-venv", "bin", "python")
     return env
 
 
 def copy_bins(dst):
     os.makedirs(dst, exist_ok=True)
     for b in ("shardgate", "shardgate-sim"):
-        src = os.path.join(ROOT, "target", "release", b)
+        src = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", b)
         tmp = os.path.join(dst, b + ".tmp")
         shutil.copy2(src, tmp)
         os.replace(tmp, os.path.join(dst, b))

@@ -1,36 +1,38 @@
 #!/usr/bin/env bash
-# Fetch the peer gateways of the perf harness, once, into ~/.cache/shardgate (idempotent):
-#   vllm-rs  : the Rust front end inside the PyPI vllm 0.33.0 wheel (only vllm/vllm-rs is unzipped)
-#   smg      : PyPI `smg` in its own venv (~/.cache/shardgate/perf-venv)
-# Env: VLLM_VERSION (0.33.0), SMG_VERSION (unset: newest), CACHE (~/.cache/shardgate).
-# Prints the paths it settled on as KEY=VALUE lines (run.py reads them the same way).
+# The perf harness's setup step, idempotent, needing only python3 (with venv), pip and unzip.
+# Fetches into CACHE (default ~/.cache/shardgate):
+#   vllm-rs   : the Rust front end inside the PyPI vllm 0.33.0 wheel (only vllm/vllm-rs is
+#               unzipped; the wheel, about 400 MB, is deleted after)
+#   perf-venv : a venv with PyPI `smg` (the SMG gateway) and what hs_shim.py imports
+#               (msgpack, pyzmq); run.py starts the shim with this venv's python
+# Env: VLLM_VERSION (0.33.0), SMG_VERSION (unset: newest), CACHE.
+# Prints the paths it settled on as KEY=VALUE lines (run.py reads them).
 set -euo pipefail
 CACHE=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/shardgate}
 VLLM_VERSION=${VLLM_VERSION:-0.33.0}
 SMG_SPEC=smg${SMG_VERSION:+==$SMG_VERSION}
+# Every module the harness's Python imports from the venv (hs_shim.py: msgpack, zmq).
+SHIM_PACKAGES=(msgpack pyzmq)
 
 # --- vllm-rs -------------------------------------------------------------------------------
 VDIR=$CACHE/vllm-$VLLM_VERSION
 if [ ! -x "$VDIR/vllm/vllm-rs" ]; then
   mkdir -p "$VDIR"
-  # a copy an earlier session already unzipped (same wheel) saves a 400 MB download
-  if [ "$VLLM_VERSION" = 0.33.0 ] && [ -x /work/scratch/vllm-wheel/vllm/vllm-rs ] \
-     && [ "$(/work/scratch/vllm-wheel/vllm/vllm-rs --version 2>/dev/null)" = "vllm-rs 0.33.0" ]; then
-    mkdir -p "$VDIR/vllm" && cp /work/scratch/vllm-wheel/vllm/vllm-rs "$VDIR/vllm/vllm-rs"
-  else
-    pip download --no-deps --only-binary=:all: "vllm==$VLLM_VERSION" -d "$VDIR" >&2
-    (cd "$VDIR" && unzip -o -q vllm-"$VLLM_VERSION"-*.whl 'vllm/vllm-rs' && rm -f vllm-"$VLLM_VERSION"-*.whl)
-  fi
+  pip download -q --no-deps --only-binary=:all: "vllm==$VLLM_VERSION" -d "$VDIR" >&2
+  (cd "$VDIR" && unzip -o -q vllm-"$VLLM_VERSION"-*.whl 'vllm/vllm-rs' && rm -f vllm-"$VLLM_VERSION"-*.whl)
   chmod +x "$VDIR/vllm/vllm-rs"
 fi
 "$VDIR/vllm/vllm-rs" --version >&2
 
-# --- smg -----------------------------------------------------------------------------------
+# --- smg and the shim's modules ------------------------------------------------------------
 VENV=$CACHE/perf-venv
-if [ ! -x "$VENV/bin/smg" ]; then
-  python3 -m venv "$VENV"
+# Checked by importing, not by a file's presence: a venv made by an older setup (smg only)
+# is completed instead of failing every run "not ready" at the shim.
+if ! { [ -x "$VENV/bin/smg" ] && "$VENV/bin/python" -c 'import msgpack, zmq' 2>/dev/null; }; then
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip >&2
-  "$VENV/bin/pip" install -q "$SMG_SPEC" >&2
+  "$VENV/bin/pip" install -q "$SMG_SPEC" "${SHIM_PACKAGES[@]}" >&2
+  "$VENV/bin/python" -c 'import msgpack, zmq' >&2
 fi
 SMG_VER=$("$VENV/bin/pip" show smg 2>/dev/null | awk '/^Version:/{print $2}')
 echo "smg $SMG_VER" >&2
@@ -38,3 +40,4 @@ echo "smg $SMG_VER" >&2
 echo "VLLM_RS=$VDIR/vllm/vllm-rs"
 echo "SMG=$VENV/bin/smg"
 echo "SMG_VERSION=$SMG_VER"
+echo "PY=$VENV/bin/python"

@@ -806,7 +806,7 @@ def main():
                    help="RSS is judged after this (default: max(60, duration/6))")
     p.add_argument("--rss-tolerance", type=float, default=0.10)
     p.add_argument("--fd-slack", type=int, default=4, help="file descriptors the gateway may gain")
-    p.add_argument("--bin-dir", default=str(REPO / "target" / "release"))
+    p.add_argument("--bin-dir", default=str(Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target")) / "release"))
     p.add_argument("--model-dir", default=None, help="default: `shardgate demo --prepare`")
     p.add_argument("--shards", type=int, default=None)
     p.add_argument("--gateway-arg", action="append", default=[],

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use super::sampling::SamplingArgs;
 use super::schedule::Arrivals;
+use super::vllm_flags::ForeignFlags;
 
 /// Which OpenAI endpoint the requests go to (vLLM's `--backend` names).
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +19,8 @@ pub enum Backend {
     Openai,
     /// `POST /v1/chat/completions` with one user message.
     OpenaiChat,
+    /// vLLM's other name for `openai`; kept as typed, as vLLM writes it into the result.
+    Vllm,
 }
 
 impl Backend {
@@ -24,13 +28,19 @@ impl Backend {
         match self {
             Backend::Openai => "openai",
             Backend::OpenaiChat => "openai-chat",
+            Backend::Vllm => "vllm",
         }
     }
 
+    pub fn is_chat(self) -> bool {
+        self == Backend::OpenaiChat
+    }
+
     fn default_path(self) -> &'static str {
-        match self {
-            Backend::Openai => "/v1/completions",
-            Backend::OpenaiChat => "/v1/chat/completions",
+        if self.is_chat() {
+            "/v1/chat/completions"
+        } else {
+            "/v1/completions"
         }
     }
 }
@@ -78,16 +88,29 @@ pub struct BenchArgs {
     /// Model name sent in requests (default: the first model of `GET /v1/models`).
     #[arg(long, help_heading = "Target")]
     pub model: Option<String>,
+    /// Model name put in the requests (default: --model), as vLLM's.
+    #[arg(long = "served-model-name", help_heading = "Target")]
+    pub served_model_name: Option<String>,
     /// `tokenizer.json` or a directory holding it (default: --model when it is a local
     /// directory, else the demo model's Qwen3 tokenizer).
     #[arg(long, help_heading = "Target")]
     pub tokenizer: Option<PathBuf>,
+    /// vLLM's tokenizer mode: `auto` and `hf` (a Hugging Face tokenizer.json) are what this
+    /// client reads; other modes are refused.
+    #[arg(long = "tokenizer-mode", default_value = "auto", help_heading = "Target")]
+    pub tokenizer_mode: String,
+    /// Wait up to this long for `GET /v1/models` to answer before starting (0: no wait).
+    #[arg(long = "ready-check-timeout-sec", default_value_t = 0, help_heading = "Target")]
+    pub ready_check_timeout_sec: u64,
     /// Extra request header, `KEY=VALUE` (repeatable).
     #[arg(long = "header", value_name = "KEY=VALUE", num_args = 1.., help_heading = "Target")]
     pub headers: Vec<String>,
-    /// JSON object merged into every request body (e.g. '{"temperature":0}').
+    /// JSON object merged into every request body (e.g. '{"temperature":0}'); its keys win
+    /// over the sampling flags.
     #[arg(long = "extra-body", value_name = "JSON", help_heading = "Target")]
     pub extra_body: Option<String>,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
 
     #[arg(long = "dataset-name", value_enum, default_value = "random", help_heading = "Workload")]
     pub dataset_name: DatasetName,
@@ -101,19 +124,55 @@ pub struct BenchArgs {
     pub random_input_len: usize,
     #[arg(long = "random-output-len", default_value_t = 128, help_heading = "Workload")]
     pub random_output_len: usize,
-    /// Lengths are drawn uniformly from [len·(1−r), len·(1+r)] (vLLM's semantics).
-    #[arg(long = "random-range-ratio", default_value_t = 0.0, help_heading = "Workload")]
-    pub random_range_ratio: f64,
+    /// Sets --random-input-len (vLLM's general length flag).
+    #[arg(long = "input-len", help_heading = "Workload")]
+    pub input_len: Option<usize>,
+    /// Sets the output length of every dataset (vLLM's general length flag).
+    #[arg(long = "output-len", help_heading = "Workload")]
+    pub output_len: Option<usize>,
+    /// Lengths are drawn uniformly from [len·(1−r), len·(1+r)] (vLLM's semantics); one number
+    /// for both, or '{"input": r1, "output": r2}'.
+    #[arg(long = "random-range-ratio", default_value = "0.0", value_parser = parse_range_ratio, help_heading = "Workload")]
+    pub random_range_ratio: RangeRatio,
+    /// Tokens of one random prefix shared by every prompt of the random dataset (vLLM's).
+    #[arg(long = "random-prefix-len", default_value_t = 0, help_heading = "Workload")]
+    pub random_prefix_len: usize,
     /// Shared prefix tokens of every prompt in a group (prefix dataset); the suffix is
-    /// --random-input-len long.
-    #[arg(long = "prefix-len", default_value_t = 256, help_heading = "Workload")]
+    /// --prefix-repetition-suffix-len (default: --random-input-len) long.
+    #[arg(
+        long = "prefix-len",
+        alias = "prefix-repetition-prefix-len",
+        default_value_t = 256,
+        help_heading = "Workload"
+    )]
     pub prefix_len: usize,
     /// Distinct prefixes (prefix dataset); prompt i belongs to group i mod count.
-    #[arg(long = "prefix-group-count", default_value_t = 10, help_heading = "Workload")]
+    #[arg(
+        long = "prefix-group-count",
+        alias = "prefix-repetition-num-prefixes",
+        default_value_t = 10,
+        help_heading = "Workload"
+    )]
     pub prefix_group_count: usize,
+    /// Random suffix tokens of each prefix-dataset prompt (default: --random-input-len).
+    #[arg(long = "prefix-repetition-suffix-len", help_heading = "Workload")]
+    pub prefix_repetition_suffix_len: Option<usize>,
+    /// Output tokens of each prefix-dataset prompt (default: --random-output-len).
+    #[arg(long = "prefix-repetition-output-len", help_heading = "Workload")]
+    pub prefix_repetition_output_len: Option<usize>,
     /// Output tokens for sharegpt prompts (default: the length of the recorded reply).
     #[arg(long = "sharegpt-output-len", help_heading = "Workload")]
     pub sharegpt_output_len: Option<usize>,
+    /// Output tokens for custom (jsonl) prompts, over the file's `output_tokens`; -1: the
+    /// file's (the default here).
+    #[arg(long = "custom-output-len", allow_negative_numbers = true, help_heading = "Workload")]
+    pub custom_output_len: Option<i64>,
+    /// Keep the dataset file's order (sharegpt is shuffled by --seed otherwise).
+    #[arg(long = "disable-shuffle", help_heading = "Workload")]
+    pub disable_shuffle: bool,
+    /// Do not repeat a dataset file's prompts when it has fewer than --num-prompts.
+    #[arg(long = "no-oversample", help_heading = "Workload")]
+    pub no_oversample: bool,
     /// Send prompts as token id arrays (completions only): exact input lengths, no server
     /// tokenization.
     #[arg(long = "prompt-token-ids", help_heading = "Workload")]
@@ -160,6 +219,9 @@ pub struct BenchArgs {
     /// Percentiles reported for every latency metric.
     #[arg(long, alias = "metric-percentiles", default_value = "50,90,99", help_heading = "Metrics")]
     pub percentiles: String,
+    /// Latency metrics reported, e.g. ttft,tpot,itl,e2el (default: all).
+    #[arg(long = "percentile-metrics", value_name = "METRICS", help_heading = "Metrics")]
+    pub percentile_metrics: Option<String>,
     /// Service-level objectives, `ttft:MS tpot:MS e2el:MS` (any subset).
     #[arg(long, num_args = 1.., value_name = "KEY:MS", help_heading = "Metrics")]
     pub goodput: Vec<String>,
@@ -167,13 +229,22 @@ pub struct BenchArgs {
     #[arg(long = "steady-state-threshold", default_value_t = 0.95, help_heading = "Metrics")]
     pub steady_state_threshold: f64,
 
-    #[arg(long = "result-dir", default_value = "bench-results", help_heading = "Output")]
-    pub result_dir: PathBuf,
+    /// Where the files go (default: bench-results/, or the current directory with
+    /// --save-result or --append-result, as vLLM).
+    #[arg(long = "result-dir", help_heading = "Output")]
+    pub result_dir: Option<PathBuf>,
     /// Result JSON file name (default: vLLM's `{label}-{rate}qps[-concurrency{c}]-{model}-{date}.json`).
     #[arg(long = "result-filename", help_heading = "Output")]
     pub result_filename: Option<String>,
+    /// vLLM's flag to save the result (results are always saved here unless --no-save); the
+    /// default --result-dir becomes the current directory, as vLLM's.
+    #[arg(long = "save-result", help_heading = "Output")]
+    pub save_result: bool,
+    /// Append the result JSON, on one line, to the result file instead of replacing it.
+    #[arg(long = "append-result", help_heading = "Output")]
+    pub append_result: bool,
     /// Print the summary only; write no files.
-    #[arg(long = "no-save", help_heading = "Output")]
+    #[arg(long = "no-save", conflicts_with_all = ["save_result", "append_result"], help_heading = "Output")]
     pub no_save: bool,
     /// Also put vLLM's per-request arrays (ttfts, itls, ...) into the result JSON.
     #[arg(long = "save-detailed", help_heading = "Output")]
@@ -189,6 +260,34 @@ pub struct BenchArgs {
     /// No live progress line.
     #[arg(long = "disable-progress", alias = "disable-tqdm", help_heading = "Output")]
     pub disable_progress: bool,
+    #[command(flatten)]
+    pub foreign: ForeignFlags,
+}
+
+/// `--random-range-ratio`, for input and output lengths.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RangeRatio {
+    pub input: f64,
+    pub output: f64,
+}
+
+fn parse_range_ratio(s: &str) -> Result<RangeRatio, String> {
+    let (input, output) = match s.trim().parse::<f64>() {
+        Ok(r) => (r, r),
+        Err(_) => {
+            let v: serde_json::Value = serde_json::from_str(s)
+                .map_err(|_| format!("'{s}' is neither a number nor '{{\"input\": r, \"output\": r}}'"))?;
+            let get =
+                |k: &str| v.get(k).map_or(Ok(0.0), |x| x.as_f64().ok_or(format!("'{k}' in '{s}' is not a number")));
+            (get("input")?, get("output")?)
+        }
+    };
+    for r in [input, output] {
+        if !(0.0..1.0).contains(&r) {
+            return Err(format!("ratios must be in [0, 1), got {r}"));
+        }
+    }
+    Ok(RangeRatio { input, output })
 }
 
 #[derive(Args, Debug, Clone)]
@@ -237,29 +336,81 @@ pub struct BenchConfig {
     pub concurrency_max: Option<usize>,
     pub duration: Option<Duration>,
     pub percentiles: Vec<f64>,
+    /// `--percentile-metrics`: the latency keys reported (None: all).
+    pub percentile_metrics: Option<Vec<String>>,
     pub slos: Vec<Slo>,
     pub client_cpus: Vec<Option<usize>>,
     pub request_timeout: Duration,
     pub headers: Vec<(String, String)>,
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     pub metadata: Vec<(String, String)>,
+    pub result_dir: PathBuf,
+    /// The line naming the vLLM flags accepted and ignored, for the start of the run.
+    pub ignored_flags_warning: Option<String>,
+}
+
+/// Latency keys `--percentile-metrics` may name: vLLM's, then ours.
+pub const PERCENTILE_METRICS: [&str; 10] = [
+    "ttft",
+    "tpot",
+    "itl",
+    "e2el",
+    "client_queue_time",
+    "e2el_including_client_queue",
+    "itl_per_token",
+    "ttft_from_schedule",
+    "e2el_from_schedule",
+    "ttfb",
+];
+
+impl BenchArgs {
+    /// The arguments with vLLM's general flags applied as `vllm bench serve` applies them:
+    /// --input-len and --output-len set every dataset's lengths, and the random dataset
+    /// always ignores EOS so every request generates its requested length.
+    pub fn vllm_resolved(&self) -> BenchArgs {
+        let mut a = self.clone();
+        if let Some(n) = a.input_len {
+            a.random_input_len = n;
+        }
+        if let Some(n) = a.output_len {
+            a.random_output_len = n;
+            a.sharegpt_output_len = Some(n);
+            a.custom_output_len = Some(i64::try_from(n).unwrap_or(i64::MAX));
+            a.prefix_repetition_output_len = Some(n);
+        }
+        if a.dataset_name == DatasetName::Random {
+            a.ignore_eos = true;
+        }
+        a
+    }
 }
 
 impl BenchConfig {
     pub fn from_args(a: &BenchArgs) -> Result<BenchConfig, String> {
+        // vLLM flags first: a refused one must be named before anything is resolved or dialed.
+        let ignored_flags_warning = a.foreign.check()?;
+        if !matches!(a.tokenizer_mode.as_str(), "auto" | "hf") {
+            return Err(format!(
+                "--tokenizer-mode {}: this client reads a Hugging Face tokenizer.json only; use auto or hf, with \
+                 --tokenizer pointing at the tokenizer.json",
+                a.tokenizer_mode
+            ));
+        }
+        if a.custom_output_len.is_some_and(|n| n < 1 && n != -1) {
+            return Err("--custom-output-len must be at least 1, or -1 for the file's output_tokens".into());
+        }
         let (authority, addr) = resolve_target(a)?;
         let path = a.endpoint.clone().unwrap_or_else(|| a.backend.default_path().to_string());
         if !path.starts_with('/') {
             return Err(format!("--endpoint must start with '/', got '{path}'"));
         }
-        if a.prompt_token_ids && a.backend != Backend::Openai {
-            return Err("--prompt-token-ids needs --backend openai (completions take token ids)".into());
+        if a.prompt_token_ids && a.backend.is_chat() {
+            return Err(
+                "--prompt-token-ids needs a completions backend (openai or vllm): chat takes no token ids".into()
+            );
         }
         if a.num_prompts == 0 {
             return Err("--num-prompts must be at least 1".into());
-        }
-        if !(0.0..1.0).contains(&a.random_range_ratio) {
-            return Err(format!("--random-range-ratio must be in [0, 1), got {}", a.random_range_ratio));
         }
         if matches!(a.dataset_name, DatasetName::Sharegpt | DatasetName::Jsonl) && a.dataset_path.is_none() {
             return Err("--dataset-path is required for the sharegpt and jsonl datasets".into());
@@ -289,12 +440,18 @@ impl BenchConfig {
             concurrency_max: a.max_concurrency,
             duration,
             percentiles: parse_percentiles(&a.percentiles)?,
+            percentile_metrics: a.percentile_metrics.as_deref().map(parse_percentile_metrics).transpose()?,
             slos: a.goodput.iter().map(|s| parse_slo(s)).collect::<Result<_, _>>()?,
             client_cpus: parse_cpu_list(a.client_cores.as_deref())?,
             request_timeout: Duration::from_secs_f64(a.request_timeout_s),
             headers: a.headers.iter().map(|h| parse_pair(h, "--header")).collect::<Result<_, _>>()?,
-            extra_body: parse_extra_body(a.extra_body.as_deref())?,
+            extra_body: request_extras(a)?,
             metadata: a.metadata.iter().map(|m| parse_pair(m, "--metadata")).collect::<Result<_, _>>()?,
+            result_dir: a
+                .result_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(if a.save_result || a.append_result { "." } else { "bench-results" })),
+            ignored_flags_warning,
         })
     }
 }
@@ -362,6 +519,17 @@ fn parse_percentiles(s: &str) -> Result<Vec<f64>, String> {
     Ok(out)
 }
 
+fn parse_percentile_metrics(s: &str) -> Result<Vec<String>, String> {
+    let names: Vec<String> = s.split(',').map(str::trim).filter(|m| !m.is_empty()).map(String::from).collect();
+    if let Some(bad) = names.iter().find(|m| !PERCENTILE_METRICS.contains(&m.as_str())) {
+        return Err(format!("--percentile-metrics: unknown metric '{bad}' (one of {})", PERCENTILE_METRICS.join(",")));
+    }
+    if names.is_empty() {
+        return Err("--percentile-metrics needs at least one metric".into());
+    }
+    Ok(names)
+}
+
 fn parse_slo(s: &str) -> Result<Slo, String> {
     let (key, value) = s.split_once(':').ok_or_else(|| format!("--goodput: '{s}' is not KEY:MS"))?;
     let metric = match key {
@@ -418,9 +586,17 @@ fn parse_extra_body(s: Option<&str>) -> Result<Option<serde_json::Map<String, se
     }
 }
 
+/// The sampling flags' fields with --extra-body over them (vLLM's order of precedence).
+fn request_extras(a: &BenchArgs) -> Result<Option<serde_json::Map<String, serde_json::Value>>, String> {
+    let mut fields = a.sampling.body_fields();
+    fields.extend(parse_extra_body(a.extra_body.as_deref())?.unwrap_or_default());
+    Ok((!fields.is_empty()).then_some(fields))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::workload::tests::args as parsed;
 
     #[test]
     fn cpu_lists() {
@@ -448,6 +624,51 @@ mod tests {
         assert_eq!(parse_percentiles("50,90,99,99.9"), Ok(vec![50.0, 90.0, 99.0, 99.9]));
         assert!(parse_percentiles("0").is_err());
         assert!(parse_percentiles("101").is_err());
+    }
+
+    #[test]
+    fn vllm_general_flags_map_as_vllm_maps_them() {
+        // (flags, random_input_len, random_output_len, sharegpt, custom, prefix output, ignore_eos)
+        type Want = (usize, usize, Option<usize>, Option<i64>, Option<usize>, bool);
+        let cases: &[(&[&str], Want)] = &[
+            (&[], (1024, 128, None, None, None, true)),
+            (&["--input-len", "7", "--output-len", "3"], (7, 3, Some(3), Some(3), Some(3), true)),
+            (
+                &["--dataset-name", "prefix_repetition", "--output-len", "5"],
+                (1024, 5, Some(5), Some(5), Some(5), false),
+            ),
+            (&["--dataset-name", "custom", "--dataset-path", "x"], (1024, 128, None, None, None, false)),
+        ];
+        for (argv, want) in cases {
+            let a = parsed(argv).vllm_resolved();
+            let got = (
+                a.random_input_len,
+                a.random_output_len,
+                a.sharegpt_output_len,
+                a.custom_output_len,
+                a.prefix_repetition_output_len,
+                a.ignore_eos,
+            );
+            assert_eq!(&got, want, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn range_ratios_and_sampling_fields() {
+        let cases: &[(&str, Option<(f64, f64)>)] = &[
+            ("0.25", Some((0.25, 0.25))),
+            (r#"{"input": 0.3, "output": 0.5}"#, Some((0.3, 0.5))),
+            (r#"{"output": 0.5}"#, Some((0.0, 0.5))),
+            ("1.0", None),
+            (r#"{"input": "x"}"#, None),
+            ("wide", None),
+        ];
+        for (s, want) in cases {
+            assert_eq!(parse_range_ratio(s).ok().map(|r| (r.input, r.output)), *want, "{s}");
+        }
+        let a = parsed(&["--temperature", "0", "--top-k", "-1", "--extra-body", r#"{"temperature": 0.5}"#]);
+        let extras = request_extras(&a).ok().flatten().unwrap_or_default();
+        assert_eq!(serde_json::Value::Object(extras), serde_json::json!({"temperature": 0.5, "top_k": -1}));
     }
 
     #[test]

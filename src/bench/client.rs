@@ -199,6 +199,20 @@ pub struct ServedModel {
     pub max_model_len: Option<u64>,
 }
 
+/// vLLM's --ready-check-timeout-sec: polls `GET /v1/models` until it answers 200.
+pub fn wait_ready(addr: SocketAddr, authority: &str, timeout: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match list_models(addr, authority) {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(format!("not ready after --ready-check-timeout-sec {}: {e}", timeout.as_secs()))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
 pub fn served_model(addr: SocketAddr, authority: &str, model: Option<&str>) -> Result<ServedModel, String> {
     let listing = list_models(addr, authority);
     let entries = listing.as_ref().ok().and_then(|l| l["data"].as_array().cloned()).unwrap_or_default();

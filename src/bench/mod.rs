@@ -2,7 +2,9 @@
 //! latency honestly and is never the bottleneck itself.
 //!
 //! Layout, in the order a run uses it:
-//! - `args` flags and their validation; `schedule` open-loop arrival times, precomputed;
+//! - `args` flags and their validation, `sampling` vLLM's sampling flags, `vllm_flags` the
+//!   `vllm bench serve` flags ignored or refused by name; `schedule` open-loop arrival times,
+//!   precomputed;
 //! - `tokenizer` + `workload` prompts of exact token lengths and the bytes of every request,
 //!   prepared before the clock starts;
 //! - `runner` one pinned monoio runtime per client core, pacer and concurrency cap;
@@ -32,15 +34,18 @@ mod progress;
 mod record;
 mod report;
 mod runner;
+mod sampling;
 mod schedule;
 mod sink;
 mod sse;
 mod stats;
 mod tokenizer;
+mod vllm_flags;
 mod window;
 mod workload;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use args::{BenchArgs, CompareArgs};
 pub use sink::SinkArgs;
@@ -89,7 +94,14 @@ pub fn compare(args: &CompareArgs) -> Result<(), String> {
 
 /// Runs one benchmark: prepare, load, analyze, report.
 pub fn run(args: &BenchArgs) -> Result<(), String> {
+    let args = &args.vllm_resolved();
     let config = BenchConfig::from_args(args)?;
+    if let Some(warning) = &config.ignored_flags_warning {
+        eprintln!("shardgate bench: warning: {warning}");
+    }
+    if args.ready_check_timeout_sec > 0 {
+        client::wait_ready(config.addr, &config.authority, Duration::from_secs(args.ready_check_timeout_sec))?;
+    }
     let served = client::served_model(config.addr, &config.authority, args.model.as_deref())?;
     let model = served.id;
     let tok = BenchTokenizer::load(args.tokenizer.as_deref(), Some(&model))?;
@@ -101,7 +113,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         tok.id
     );
     let prompts = workload::build_prompts(args, &tok)?;
-    let out = load(args, &config, &model, &prompts)?;
+    let out = load(args, &config, args.served_model_name.as_deref().unwrap_or(&model), &prompts)?;
     let steady_basis = match (config.arrivals.rate_per_s(), config.concurrency_max) {
         (Some(_), _) => Some(SteadyBasis::Schedule),
         (None, Some(cap)) => Some(SteadyBasis::Concurrency { cap, threshold: args.steady_state_threshold }),
@@ -131,6 +143,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         burstiness: config.arrivals.burstiness(),
         max_concurrency: config.concurrency_max,
         metadata: &config.metadata,
+        percentile_metrics: config.percentile_metrics.as_deref(),
         client_cores: config.client_cpus.len(),
         client_cpu_s: out.client_cpu_s,
         origin_unix_s: out.origin_unix_s,
@@ -138,7 +151,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     };
     print!("{}", report::summary_text(&header, &analysis));
     if !args.no_save {
-        for path in output::write_all(args, &header, &analysis, &out.records, &prompts)? {
+        for path in output::write_all(args, &config.result_dir, &header, &analysis, &out.records, &prompts)? {
             eprintln!("wrote {}", path.display());
         }
     }

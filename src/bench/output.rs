@@ -2,9 +2,9 @@
 //! keys), `{stem}.requests.jsonl` (one raw record per request) and `{stem}.{plot}.svg`. The
 //! stem is vLLM's result-file name unless --result-filename gives one.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::analysis::Analysis;
 use super::args::BenchArgs;
@@ -35,18 +35,23 @@ fn stem(args: &BenchArgs, h: &Header) -> String {
 /// Writes every file; returns their paths.
 pub fn write_all(
     args: &BenchArgs,
+    dir: &Path,
     h: &Header,
     a: &Analysis,
     records: &[RequestRecord],
     prompts: &[Prompt],
 ) -> Result<Vec<PathBuf>, String> {
-    let dir = &args.result_dir;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let stem = stem(args, h);
     let mut written = Vec::new();
     let json_path = dir.join(format!("{stem}.json"));
-    let json = serde_json::to_string_pretty(&result_json(h, a, records, args.save_detailed)).unwrap_or_default();
-    std::fs::write(&json_path, json + "\n").map_err(|e| format!("cannot write {}: {e}", json_path.display()))?;
+    let result = result_json(h, a, records, args.save_detailed);
+    if args.append_result {
+        append_json(&json_path, &result)?;
+    } else {
+        let json = serde_json::to_string_pretty(&result).unwrap_or_default();
+        std::fs::write(&json_path, json + "\n").map_err(|e| format!("cannot write {}: {e}", json_path.display()))?;
+    }
     written.push(json_path);
     let jsonl_path = dir.join(format!("{stem}.requests.jsonl"));
     write_jsonl(&jsonl_path, a, records, prompts)?;
@@ -59,6 +64,14 @@ pub fn write_all(
         }
     }
     Ok(written)
+}
+
+/// vLLM's --append-result: the result on one line, after a newline when the file has text.
+fn append_json(path: &Path, result: &serde_json::Value) -> Result<(), String> {
+    let fail = |e: std::io::Error| format!("cannot append to {}: {e}", path.display());
+    let mut file = OpenOptions::new().create(true).append(true).open(path).map_err(fail)?;
+    let separator = if file.metadata().map_err(fail)?.len() > 0 { "\n" } else { "" };
+    file.write_all(format!("{separator}{result}").as_bytes()).map_err(fail)
 }
 
 fn write_jsonl(path: &PathBuf, a: &Analysis, records: &[RequestRecord], prompts: &[Prompt]) -> Result<(), String> {

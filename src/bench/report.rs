@@ -30,10 +30,19 @@ pub struct Header<'a> {
     pub burstiness: f64,
     pub max_concurrency: Option<usize>,
     pub metadata: &'a [(String, String)],
+    /// `--percentile-metrics`: only these latency keys are reported (None: all).
+    pub percentile_metrics: Option<&'a [String]>,
     pub client_cores: usize,
     pub client_cpu_s: f64,
     pub origin_unix_s: f64,
     pub warmup_count: usize,
+}
+
+impl Header<'_> {
+    /// Whether the latency metric `key` (a result-JSON key stem) is reported.
+    fn reports(&self, key: &str) -> bool {
+        self.percentile_metrics.is_none_or(|keys| keys.iter().any(|k| k == key))
+    }
 }
 
 pub fn unix_time_s() -> f64 {
@@ -113,23 +122,22 @@ pub fn result_json(h: &Header, a: &Analysis, records: &[RequestRecord], detailed
     o.insert("max_output_tokens_per_s".into(), json!(a.max_output_tokens_per_s));
     o.insert("max_concurrent_requests".into(), json!(a.max_concurrent_requests));
     o.insert("rtfx".into(), json!(0.0));
-    for key in VLLM_LATENCY_KEYS {
-        if let Some(s) = a.latency(key) {
+    let mut put_latency = |key: &str, source: &str| {
+        if let (true, Some(s)) = (h.reports(key), a.latency(source)) {
             put_summary(&mut o, key, s);
         }
+    };
+    for key in VLLM_LATENCY_KEYS {
+        put_latency(key, key);
     }
     if h.max_concurrency.is_some() {
-        if let Some(s) = a.latency("client_queue_time") {
-            put_summary(&mut o, "client_queue_time", s);
-        }
-        if let (Some(s), Some(_)) = (a.latency("e2el_from_schedule"), h.request_rate) {
-            put_summary(&mut o, "e2el_including_client_queue", s);
+        put_latency("client_queue_time", "client_queue_time");
+        if h.request_rate.is_some() {
+            put_latency("e2el_including_client_queue", "e2el_from_schedule");
         }
     }
     for key in EXTRA_LATENCY_KEYS {
-        if let Some(s) = a.latency(key) {
-            put_summary(&mut o, key, s);
-        }
+        put_latency(key, key);
     }
     put_extras(&mut o, h, a);
     Value::Object(o)
@@ -145,6 +153,8 @@ fn put_detailed(o: &mut Map<String, Value>, a: &Analysis, records: &[RequestReco
         "output_lens".into(),
         json!(pairs.iter().map(|(_, m)| m.as_ref().map_or(0, |m| m.output_tokens)).collect::<Vec<_>>()),
     );
+    let latencies = pairs.iter().map(|(_, m)| m.as_ref().map_or(0.0, |m| s(m.e2el_ns)));
+    o.insert("latencies".into(), json!(latencies.collect::<Vec<_>>()));
     o.insert(
         "ttfts".into(),
         json!(pairs.iter().map(|(_, m)| m.as_ref().map_or(0.0, |m| s(m.ttft_ns))).collect::<Vec<_>>()),
@@ -284,7 +294,8 @@ pub fn summary_text(h: &Header, a: &Analysis) -> String {
     // run took to reach a request, so the terminal leaves them out (the JSON keeps them).
     const FROM_SCHEDULE: [&str; 3] = ["ttft_from_schedule", "e2el_from_schedule", "client_queue_time"];
     for l in &a.latencies {
-        if h.request_rate.is_none() && FROM_SCHEDULE.contains(&l.key) {
+        let selected = h.reports(l.key) || (l.key == "e2el_from_schedule" && h.reports("e2el_including_client_queue"));
+        if !selected || (h.request_rate.is_none() && FROM_SCHEDULE.contains(&l.key)) {
             continue;
         }
         rule(&mut t, l.label, '-');
@@ -393,8 +404,17 @@ mod tests {
     }"#;
 
     /// `--save-detailed` adds these per-request arrays.
-    const VLLM_DETAILED_KEYS: [&str; 8] =
-        ["input_lens", "output_lens", "ttfts", "itls", "start_times", "queue_times", "generated_texts", "errors"];
+    const VLLM_DETAILED_KEYS: [&str; 9] = [
+        "input_lens",
+        "output_lens",
+        "ttfts",
+        "itls",
+        "latencies",
+        "start_times",
+        "queue_times",
+        "generated_texts",
+        "errors",
+    ];
 
     fn sample_run() -> (Vec<RequestRecord>, Vec<Prompt>) {
         let prompts = vec![Prompt { input: PromptInput::Text("red green".into()), input_tokens: 2, output_tokens: 2 }];
@@ -432,6 +452,7 @@ mod tests {
             burstiness: 1.0,
             max_concurrency: Some(4),
             metadata: &[],
+            percentile_metrics: None,
             client_cores: 1,
             client_cpu_s: 0.01,
             origin_unix_s: 0.0,

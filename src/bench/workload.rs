@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::args::{Backend, BenchArgs, BenchConfig, DatasetName};
+use super::args::{BenchArgs, BenchConfig, DatasetName};
 use super::tokenizer::BenchTokenizer;
 
 /// ShareGPT filters (vLLM's): too-short pairs say nothing, too-long ones exceed small models.
@@ -37,8 +37,19 @@ pub struct Prompt {
 pub fn build_prompts(args: &BenchArgs, tok: &BenchTokenizer) -> Result<Vec<Prompt>, String> {
     let mut rng = SmallRng::seed_from_u64(args.seed);
     let prompts = match args.dataset_name {
-        DatasetName::Random => random_prompts(args, tok, &mut rng, 0),
-        DatasetName::Prefix => random_prompts(args, tok, &mut rng, args.prefix_len),
+        DatasetName::Random => {
+            let lens = RandomLens { prefix: args.random_prefix_len, groups: 1, ..RandomLens::of(args) };
+            random_prompts(args, tok, &mut rng, lens)
+        }
+        DatasetName::Prefix => {
+            let lens = RandomLens {
+                prefix: args.prefix_len,
+                groups: args.prefix_group_count,
+                input: args.prefix_repetition_suffix_len.unwrap_or(args.random_input_len),
+                output: args.prefix_repetition_output_len.unwrap_or(args.random_output_len),
+            };
+            random_prompts(args, tok, &mut rng, lens)
+        }
         DatasetName::Sharegpt => sharegpt_prompts(args, tok, &mut rng)?,
         DatasetName::Jsonl => jsonl_prompts(args, tok)?,
     };
@@ -55,10 +66,25 @@ fn sample_len(rng: &mut SmallRng, len: usize, ratio: f64) -> usize {
     rng.random_range(low..=high.max(low)).max(1)
 }
 
-/// Random prompts; with `prefix_len` > 0, prompt i starts with the prefix of group
-/// i mod --prefix-group-count.
-fn random_prompts(args: &BenchArgs, tok: &BenchTokenizer, rng: &mut SmallRng, prefix_len: usize) -> Vec<Prompt> {
-    let groups = if prefix_len > 0 { args.prefix_group_count.max(1) } else { 0 };
+/// The lengths of random prompts: `groups` prefixes of `prefix` tokens, then a random part
+/// around `input` tokens; `output` tokens asked for.
+struct RandomLens {
+    prefix: usize,
+    groups: usize,
+    input: usize,
+    output: usize,
+}
+
+impl RandomLens {
+    fn of(args: &BenchArgs) -> RandomLens {
+        RandomLens { prefix: 0, groups: 0, input: args.random_input_len, output: args.random_output_len }
+    }
+}
+
+/// Random prompts; with a prefix, prompt i starts with the prefix of group i mod groups.
+fn random_prompts(args: &BenchArgs, tok: &BenchTokenizer, rng: &mut SmallRng, lens: RandomLens) -> Vec<Prompt> {
+    let prefix_len = lens.prefix;
+    let groups = if prefix_len > 0 { lens.groups.max(1) } else { 0 };
     let prefixes: Vec<Vec<u32>> = (0..groups)
         .map(|_| {
             let start = tok.random_ids(rng, prefix_len);
@@ -67,8 +93,8 @@ fn random_prompts(args: &BenchArgs, tok: &BenchTokenizer, rng: &mut SmallRng, pr
         .collect();
     (0..args.num_prompts)
         .map(|i| {
-            let suffix_len = sample_len(rng, args.random_input_len, args.random_range_ratio);
-            let output_tokens = sample_len(rng, args.random_output_len, args.random_range_ratio);
+            let suffix_len = sample_len(rng, lens.input, args.random_range_ratio.input);
+            let output_tokens = sample_len(rng, lens.output, args.random_range_ratio.output);
             let mut ids = prefixes.get(i % groups.max(1)).cloned().unwrap_or_default();
             let target = ids.len() + suffix_len;
             ids.extend(tok.random_ids(rng, suffix_len));
@@ -101,7 +127,9 @@ fn sharegpt_prompts(args: &BenchArgs, tok: &BenchTokenizer, rng: &mut SmallRng) 
     let mut all: Vec<Conversation> =
         serde_json::from_str(&text).map_err(|e| format!("{} is not a ShareGPT JSON array: {e}", path.display()))?;
     all.retain(|c| c.conversations.len() >= 2);
-    all.shuffle(rng);
+    if !args.disable_shuffle {
+        all.shuffle(rng);
+    }
     let mut prompts = Vec::new();
     for c in &all {
         if prompts.len() == args.num_prompts {
@@ -119,7 +147,7 @@ fn sharegpt_prompts(args: &BenchArgs, tok: &BenchTokenizer, rng: &mut SmallRng) 
         }
         prompts.push(text_prompt(args, tok, prompt, input_tokens, output_tokens));
     }
-    Ok(oversample(prompts, args.num_prompts))
+    Ok(oversample(args, prompts))
 }
 
 #[derive(Deserialize)]
@@ -140,11 +168,14 @@ fn jsonl_prompts(args: &BenchArgs, tok: &BenchTokenizer) -> Result<Vec<Prompt>, 
         let parsed: JsonlLine = serde_json::from_str(line).map_err(|e| {
             format!("{}:{}: expected {{\"prompt\": ..., \"output_tokens\": N}}: {e}", path.display(), n + 1)
         })?;
-        let output_tokens = parsed.output_tokens.unwrap_or(args.random_output_len);
+        let output_tokens = match args.custom_output_len {
+            Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
+            _ => parsed.output_tokens.unwrap_or(args.random_output_len),
+        };
         let input_tokens = tok.count(&parsed.prompt);
         prompts.push(text_prompt(args, tok, &parsed.prompt, input_tokens, output_tokens));
     }
-    Ok(oversample(prompts, args.num_prompts))
+    Ok(oversample(args, prompts))
 }
 
 fn text_prompt(args: &BenchArgs, tok: &BenchTokenizer, text: &str, input_tokens: usize, output: usize) -> Prompt {
@@ -153,12 +184,13 @@ fn text_prompt(args: &BenchArgs, tok: &BenchTokenizer, text: &str, input_tokens:
     Prompt { input, input_tokens: count_u32(input_tokens), output_tokens: count_u32(output.max(1)) }
 }
 
-/// Repeats a short dataset in order until it has `count` prompts.
-fn oversample(prompts: Vec<Prompt>, count: usize) -> Vec<Prompt> {
-    if prompts.is_empty() || prompts.len() >= count {
+/// Repeats a short dataset in order until it has --num-prompts prompts (not with
+/// --no-oversample).
+fn oversample(args: &BenchArgs, prompts: Vec<Prompt>) -> Vec<Prompt> {
+    if prompts.is_empty() || prompts.len() >= args.num_prompts || args.no_oversample {
         return prompts;
     }
-    prompts.iter().cycle().take(count).cloned().collect()
+    prompts.iter().cycle().take(args.num_prompts).cloned().collect()
 }
 
 fn count_u32(n: usize) -> u32 {
@@ -173,15 +205,12 @@ pub fn request_body(args: &BenchArgs, config: &BenchConfig, model: &str, prompt:
         PromptInput::Text(t) => json!(t),
         PromptInput::TokenIds(ids) => json!(ids),
     };
-    match args.backend {
-        Backend::Openai => {
-            body.insert("prompt".into(), input);
-            body.insert("max_tokens".into(), json!(prompt.output_tokens));
-        }
-        Backend::OpenaiChat => {
-            body.insert("messages".into(), json!([{"role": "user", "content": input}]));
-            body.insert("max_completion_tokens".into(), json!(prompt.output_tokens));
-        }
+    if args.backend.is_chat() {
+        body.insert("messages".into(), json!([{"role": "user", "content": input}]));
+        body.insert("max_completion_tokens".into(), json!(prompt.output_tokens));
+    } else {
+        body.insert("prompt".into(), input);
+        body.insert("max_tokens".into(), json!(prompt.output_tokens));
     }
     body.insert("stream".into(), json!(true));
     let mut stream_options = json!({"include_usage": true});
@@ -223,7 +252,7 @@ pub fn request_bytes(config: &BenchConfig, body: &Value, close: bool) -> Vec<u8>
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
     use crate::bench::tokenizer::tests::tiny_tokenizer;
     use clap::Parser;
@@ -234,7 +263,7 @@ mod tests {
         args: BenchArgs,
     }
 
-    fn args(extra: &[&str]) -> BenchArgs {
+    pub fn args(extra: &[&str]) -> BenchArgs {
         let argv = ["bench"].iter().chain(extra).copied();
         Cli::try_parse_from(argv).map(|c| c.args).unwrap_or_else(|e| panic!("{e}"))
     }
@@ -284,6 +313,69 @@ mod tests {
         assert_eq!(ids[0][..4], ids[2][..4]);
         assert_eq!(ids[1][..4], ids[5][..4]);
         assert_ne!(ids[0][..4], ids[1][..4]);
+    }
+
+    #[test]
+    fn vllm_prefix_flags_shape_the_prompts() {
+        let tok = tiny_tokenizer();
+        // (flags, prompt length, shared leading ids, output tokens)
+        let cases: &[(&[&str], usize, usize, u32)] = &[
+            (&["--random-prefix-len", "4", "--random-input-len", "3"], 7, 4, 128),
+            (
+                &[
+                    "--dataset-name",
+                    "prefix_repetition",
+                    "--prefix-repetition-prefix-len",
+                    "5",
+                    "--prefix-repetition-num-prefixes",
+                    "1",
+                    "--prefix-repetition-suffix-len",
+                    "2",
+                    "--prefix-repetition-output-len",
+                    "9",
+                ],
+                7,
+                5,
+                9,
+            ),
+        ];
+        for (flags, len, shared, output) in cases {
+            let a = args(&[&["--num-prompts", "4", "--prompt-token-ids"], *flags].concat());
+            let prompts = build_prompts(&a, &tok).unwrap_or_default();
+            let ids: Vec<&Vec<u32>> = prompts
+                .iter()
+                .filter_map(|p| match &p.input {
+                    PromptInput::TokenIds(ids) => Some(ids),
+                    PromptInput::Text(_) => None,
+                })
+                .collect();
+            assert_eq!(ids.len(), 4, "{flags:?}");
+            assert!(ids.iter().all(|i| i.len() == *len && i[..*shared] == ids[0][..*shared]), "{flags:?}: {ids:?}");
+            assert_ne!(ids[0][*shared..], ids[1][*shared..], "{flags:?}: suffixes differ");
+            assert!(prompts.iter().all(|p| p.output_tokens == *output), "{flags:?}");
+        }
+    }
+
+    #[test]
+    fn custom_dataset_output_len_and_oversampling() {
+        let tok = tiny_tokenizer();
+        let path = std::env::temp_dir().join(format!("sg-bench-custom-{}.jsonl", std::process::id()));
+        let written = std::fs::write(&path, "{\"prompt\": \"red\", \"output_tokens\": 7}\n{\"prompt\": \"green\"}\n");
+        assert!(written.is_ok());
+        let file = path.to_string_lossy().into_owned();
+        // (flags, output tokens of each prompt)
+        let cases: &[(&[&str], &[u32])] = &[
+            (&[], &[7, 128, 7, 128]),
+            (&["--custom-output-len", "5"], &[5, 5, 5, 5]),
+            (&["--custom-output-len", "-1", "--no-oversample"], &[7, 128]),
+        ];
+        for (flags, want) in cases {
+            let a =
+                args(&[&["--dataset-name", "custom", "--dataset-path", &file, "--num-prompts", "4"], *flags].concat());
+            let got: Vec<u32> = build_prompts(&a, &tok).unwrap_or_default().iter().map(|p| p.output_tokens).collect();
+            assert_eq!(&got, want, "{flags:?}");
+        }
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
