@@ -42,11 +42,26 @@ CASES = [
     {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning_content": "because"},
                   {"role": "user", "content": "next"}]},
     {"messages": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "hi"}]},
+    {"messages": [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "hi"},
+                  {"role": "developer", "content": "Answer in French."}, {"role": "user", "content": "again"}]},
     {"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]},
 ]
 
 
-def to_transformers(case):
+def developer_as_system(msgs):
+    """vLLM's renderer for a template without a developer role: developer messages become system
+    messages, and when a system message is then not first (or not alone) all of them are merged
+    into one first message, their non-empty contents joined by a blank line."""
+    msgs = [{**{k: v for k, v in m.items() if k != "tools"}, "role": "system"} if m["role"] == "developer" else m
+            for m in msgs]
+    systems = [i for i, m in enumerate(msgs) if m["role"] == "system"]
+    if not systems or systems == [0]:
+        return msgs
+    merged = {"role": "system", "content": "\n\n".join(msgs[i]["content"] for i in systems if msgs[i]["content"])}
+    return [merged] + [m for m in msgs if m["role"] != "system"]
+
+
+def to_transformers(case, template_text):
     """The same request as transformers receives it from vLLM's API server."""
     msgs = []
     for m in copy.deepcopy(case["messages"]):
@@ -59,6 +74,9 @@ def to_transformers(case):
         if "reasoning_content" in m:
             m["reasoning"] = m["reasoning_content"]
         msgs.append(m)
+    if any(m["role"] == "developer" for m in msgs) and not (
+            '"developer"' in template_text or "'developer'" in template_text):
+        msgs = developer_as_system(msgs)
     kwargs = dict(case.get("chat_template_kwargs", {}))
     if case.get("reasoning_effort") in ("none", "minimal"):
         kwargs.setdefault("enable_thinking", False)
@@ -68,7 +86,7 @@ def to_transformers(case):
 
 
 def render_transformers(tok, case, template_text):
-    msgs, kwargs = to_transformers(case)
+    msgs, kwargs = to_transformers(case, template_text)
     uses_thinking = "enable_thinking" in template_text
     if not uses_thinking:
         kwargs.pop("enable_thinking", None)
