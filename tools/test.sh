@@ -6,8 +6,8 @@
 # ~/.cache/shardgate; cargo installs cargo-fuzz once). SHARDGATE_FUZZ_SECONDS sets the fuzz time
 # per target (0 skips it).
 #
-# Opt-in: SHARDGATE_REAL_VLLM=1 also runs the differential test against a real vLLM engine
-# (needs tools/real-vllm/setup.sh first; minutes).
+# Opt-in: SHARDGATE_REAL_VLLM=1 also runs the differential test and the invalid-constraint
+# checks against a real vLLM engine (needs tools/real-vllm/setup.sh first; minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,6 +61,8 @@ fi
 if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   step "differential test against a real vLLM engine"
   limited 1800 python3 tests/real_vllm/differential.py --cases "${SHARDGATE_REAL_VLLM_CASES:-basic}"
+  step "invalid output constraints against a real vLLM engine and xgrammar"
+  limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/constraints.py
 fi
 
 step "all tests passed"
