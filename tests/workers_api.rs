@@ -1,5 +1,5 @@
 //! The worker admin API and worker lifecycle end to end: runtime registration, listing,
-//! updates that keep the connection, draining removal, rejected registrations with the seed's
+//! updates that keep the connection, draining removal, rejected registrations with SMG's
 //! log texts, grouped (data-parallel) workers, and the Prometheus listener.
 
 mod common;
@@ -97,7 +97,7 @@ fn deleting_a_pending_worker_cancels_its_handshake() {
 }
 
 /// Every check that needs no engine is made before the answer: 400 with the reason in the
-/// OpenAI envelope, the seed's `Failed job` line in the log, nothing registered.
+/// OpenAI envelope, SMG's `Failed job` line in the log, nothing registered.
 #[test]
 fn rejected_registrations_answer_400_with_the_seed_texts() {
     let g = Gateway::start();

@@ -1,7 +1,7 @@
 //! Registering and removing workers, on the control shard, one at a time (so two requests cannot
 //! both pass the duplicate check). Everything that needs no engine is checked before a worker is
 //! registered, and a refused worker is never registered: `POST /workers` answers 400 with the
-//! reason, and the log says `Failed job: type=AddWorker, worker=<url> <reason>` with the seed's
+//! reason, and the log says `Failed job: type=AddWorker, worker=<url> <reason>` with SMG's
 //! reason texts, client-given text escaped.
 
 use std::rc::Rc;

@@ -1,6 +1,6 @@
 //! Socket paths for an `ipc://` worker: normalisation, naming, the checks made before anything is
 //! created (length, socket root, directory rules), stale-file cleanup, and the derived handshake
-//! port. Error texts are the seed's, so operators can search for them.
+//! port. Error texts are SMG's, so operators can search for them.
 
 use std::fs;
 use std::io;
