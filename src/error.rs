@@ -146,17 +146,17 @@ impl ApiError {
     pub fn to_json(&self) -> String {
         let mut out = String::with_capacity(96 + self.message.len());
         out.push_str("{\"error\":{\"message\":");
-        crate::util::json::push_str(&mut out, &self.message);
+        shardgate_util::json::push_str(&mut out, &self.message);
         out.push_str(",\"type\":\"");
         out.push_str(self.kind.as_str());
         out.push_str("\",\"param\":");
         match &self.param {
-            Some(p) => crate::util::json::push_str(&mut out, p),
+            Some(p) => shardgate_util::json::push_str(&mut out, p),
             None => out.push_str("null"),
         }
         out.push_str(",\"code\":");
         match self.code {
-            Some(c) => crate::util::json::push_str(&mut out, c),
+            Some(c) => shardgate_util::json::push_str(&mut out, c),
             None => out.push_str("null"),
         }
         out.push_str("}}");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::limits;
 use crate::shard::{self, Shared};
-use crate::text::model::{ModelAssets, ModelSource};
+use shardgate_text::model::{ModelAssets, ModelSource};
 
 pub fn run(config: Config) -> Result<(), String> {
     ensure_port_free(&config.host, config.port, "--port")?;
@@ -54,7 +54,7 @@ pub fn run(config: Config) -> Result<(), String> {
                 // mimalloc would hand this exiting thread's freed pages back to the OS only when
                 // some other thread next allocates (an idle gateway sat at ~190 MB instead of
                 // ~50 MB until its first requests).
-                crate::util::memory::release_freed();
+                shardgate_util::memory::release_freed();
             })
             .map_err(|e| format!("cannot start the model loader: {e}"))?;
     }

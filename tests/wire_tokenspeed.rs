@@ -10,16 +10,16 @@
 use std::rc::Rc;
 
 use serde_json::{json, Value};
-use shardgate::engine::zmq::tokenspeed::handshake::{
+use shardgate_wire::tokenspeed::handshake::{
     decode_registration, decode_status, encode_init, encode_registration, encode_status, EngineRegistration,
 };
-use shardgate::engine::zmq::tokenspeed::output::decode_batch;
-use shardgate::engine::zmq::tokenspeed::request::{encode_abort, encode_add, encode_ping};
-use shardgate::engine::zmq::tokenspeed::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD};
-use shardgate::engine::{EngineRequest, FinishReason, SamplingParams};
+use shardgate_wire::tokenspeed::output::decode_batch;
+use shardgate_wire::tokenspeed::request::{encode_abort, encode_add, encode_ping};
+use shardgate_wire::tokenspeed::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD};
+use shardgate_wire::{EngineRequest, FinishReason, SamplingParams};
 
 #[allow(dead_code)]
-#[path = "../tools/sim/tokenspeed.rs"]
+#[path = "../crates/sim/src/tokenspeed.rs"]
 mod sim_wire;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/wire/tokenspeed");
@@ -485,7 +485,7 @@ fn truncated_and_garbage_inputs_never_panic() {
         let _ = decode_batch(bytes);
         let _ = decode_status(bytes);
         let _ = decode_registration(bytes);
-        let _ = shardgate::engine::zmq::tokenspeed::handshake::decode_init(bytes);
+        let _ = shardgate_wire::tokenspeed::handshake::decode_init(bytes);
         let _ = sim_wire::decode_add(bytes);
         let _ = sim_wire::decode_abort(bytes);
     };
@@ -508,6 +508,8 @@ fn truncated_and_garbage_inputs_never_panic() {
     }
 }
 
+#[path = "common/sim_bin.rs"]
+mod sim_bin;
 /// The simulator in TokenSpeed mode over real sockets, driven through the gateway-side codec.
 #[path = "wire/tokenspeed/simulator.rs"]
 mod simulator;

@@ -2,10 +2,10 @@
 //! tiny Qwen3 model; `tests/wire/vllm/capture.py` made the fixture). Not round trips through
 //! our own encoder: every frame here was written by vLLM's msgspec.
 
-use shardgate::engine::zmq::vllm::handshake::{decode_registration, decode_status, encode_init};
-use shardgate::engine::zmq::vllm::output::decode_batch;
-use shardgate::engine::zmq::vllm::ENGINE_CORE_DEAD;
-use shardgate::engine::{FinishReason, StopReason};
+use shardgate_wire::vllm::handshake::{decode_registration, decode_status, encode_init};
+use shardgate_wire::vllm::output::decode_batch;
+use shardgate_wire::vllm::ENGINE_CORE_DEAD;
+use shardgate_wire::{FinishReason, StopReason};
 
 fn fixture() -> serde_json::Value {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/wire/vllm/engine-0.32.0.json");
@@ -27,7 +27,7 @@ fn frames(case: &str) -> Vec<Vec<Vec<u8>>> {
 }
 
 /// All outputs of a case's batches, for one request id, in order.
-fn outputs(case: &str) -> Vec<shardgate::engine::TokenEvent> {
+fn outputs(case: &str) -> Vec<shardgate_wire::TokenEvent> {
     let mut events = Vec::new();
     for msg in frames(case) {
         let aux: Vec<&[u8]> = msg[1..].iter().map(Vec::as_slice).collect();

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use shardgate::engine::zmq::zmtp::{codec, Attached, Frames, Kind, SendError, Socket};
+use shardgate_wire::zmtp::{codec, Attached, Frames, Kind, SendError, Socket};
 
 fn scratch(name: &str) -> String {
     let dir = std::env::temp_dir().join(format!("sg-zmtp-{}-{name}", std::process::id()));
@@ -172,7 +172,7 @@ fn back_pressure_holds_bytes_until_the_engine_reads() {
     let ctx = zmq::Context::new();
     let (mut input, dealer) = router_with_dealer(&ctx, "pressure");
     let sent = fill_until_full(&mut input);
-    assert!(sent * (256 << 10) > shardgate::limits::zmq_send_queue_bytes_max);
+    assert!(sent * (256 << 10) > shardgate_wire::limits::zmq_send_queue_bytes_max);
     let reader = std::thread::spawn(move || {
         for i in 0..sent {
             let got = dealer.recv_bytes(0).unwrap();

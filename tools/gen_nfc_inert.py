@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/text/tokenizer/fast_bpe/nfc_inert.rs: the code point ranges NFC leaves alone wherever they
+"""Writes crates/text/src/tokenizer/fast_bpe/nfc_inert.rs: the code point ranges NFC leaves alone wherever they
 stand (canonical combining class 0, NFC of the char alone is itself, and never the second char
 of a canonical pair, so nothing composes into them). Text made only of these is its own NFC,
 and the tokenizer skips normalizing it.
@@ -9,7 +9,7 @@ By Unicode's stability policy an assigned char's decomposition and class never c
 char a table does not know yet is inert to it, so ranges derived from this Python's Unicode
 version hold for the older tables `tokenizers` normalizes with.
 
-    python3 tools/gen_nfc_inert.py > src/text/tokenizer/fast_bpe/nfc_inert.rs
+    python3 tools/gen_nfc_inert.py > crates/text/src/tokenizer/fast_bpe/nfc_inert.rs
 """
 import unicodedata as u
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions and mispredicted branches of prompt encoding, from callgrind (deterministic, so
 # a change of a few percent is visible where wall time on these machines is not). Counts only
-# inside `measured` of bench/encode_callgrind.rs: 20 distinct 1,000-token chat prompts, random
+# inside `measured` of benches/encode_callgrind.rs: 20 distinct 1,000-token chat prompts, random
 # vocabulary tokens and prose. Needs valgrind (Debian: apt-get install valgrind).
 #
 # Usage: perf/callgrind/run.sh [PROMPTS] [TOKENS]

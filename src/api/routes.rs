@@ -25,7 +25,7 @@ pub async fn dispatch(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
     let large = req.body.len() >= crate::limits::http_body_release_bytes_min;
     route(ctx, req, r).await;
     if large {
-        crate::util::memory::release_freed();
+        shardgate_util::memory::release_freed();
     }
 }
 

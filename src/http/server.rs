@@ -14,7 +14,7 @@ use monoio::net::{TcpListener, TcpStream};
 use super::conn::{serve_connection, Router};
 use crate::limits;
 use crate::shard::ShardCtx;
-use crate::util::throttle::Throttle;
+use shardgate_util::throttle::Throttle;
 
 pub async fn serve(ctx: Rc<ShardCtx>) {
     let addr = format!("{}:{}", ctx.shared.config.host, ctx.shared.config.port);

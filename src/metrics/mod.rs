@@ -131,7 +131,7 @@ impl ShardMetrics {
         self.connections_active.fetch_sub(1, Ordering::Relaxed);
     }
 
-    pub fn tokenizer_cache(&self, s: &crate::text::tokenizer::cache::CacheStats) {
+    pub fn tokenizer_cache(&self, s: &shardgate_text::tokenizer::cache::CacheStats) {
         self.tokenizer_cache_l0_hits.store(s.l0_hits, Ordering::Relaxed);
         self.tokenizer_cache_l0_misses.store(s.l0_misses, Ordering::Relaxed);
         self.tokenizer_cache_l1_hits.store(s.l1_hits, Ordering::Relaxed);

@@ -22,7 +22,7 @@ use crate::config::Admission as AdmissionConfig;
 use crate::error::ApiError;
 use crate::shard::mailbox::ShardMsg;
 use crate::shard::{ShardCtx, Shared};
-use crate::util::signal::LocalSignal;
+use shardgate_util::signal::LocalSignal;
 
 /// A queued request: its shard and its id there.
 #[derive(Debug, Clone, Copy)]

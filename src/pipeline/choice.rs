@@ -5,9 +5,9 @@
 use super::params::OutputOptions;
 use super::parse::{OutputParser, ParsedDelta};
 use crate::engine::{FinishReason, Logprobs, StopReason, TokenEvent};
-use crate::text::detokenize::IncrementalDecoder;
-use crate::text::stops;
-use crate::text::tokenizer::Tokenizer;
+use shardgate_text::detokenize::IncrementalDecoder;
+use shardgate_text::stops;
+use shardgate_text::tokenizer::Tokenizer;
 
 /// `finish_reason` and vLLM's `stop_reason` for a finished choice.
 #[derive(Debug, Clone, PartialEq)]

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use crate::api::fields::Fields;
 use crate::engine::Constraint;
 use crate::error::ApiError;
-use crate::parsers::tool::ToolSpec;
+use shardgate_parsers::tool::ToolSpec;
 
 /// Builds a constraint from a request field's value (the field name for errors).
 type Build = fn(&Value, &str) -> Result<Constraint, ApiError>;

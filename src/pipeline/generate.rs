@@ -16,8 +16,8 @@ use crate::error::ApiError;
 use crate::http::response::Responder;
 use crate::metrics::{Endpoint, ErrorType};
 use crate::shard::ShardCtx;
-use crate::text::ModelAssets;
-use crate::util::ids::engine_request_id;
+use shardgate_text::ModelAssets;
+use shardgate_util::ids::engine_request_id;
 use std::time::Instant;
 
 /// One prompt to generate from.
@@ -142,7 +142,7 @@ async fn submit_all(
 ) -> Result<(), ApiError> {
     let n = g.params.n;
     let max_model_len = g.link.max_model_len();
-    let arrival_time = crate::util::time::unix_time_f64();
+    let arrival_time = shardgate_util::time::unix_time_f64();
     for (p, prompt) in g.prompts.iter().enumerate() {
         let mut sampling = g.params.sampling.clone();
         sampling.max_tokens =

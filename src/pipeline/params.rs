@@ -9,8 +9,8 @@ use crate::api::fields::Fields;
 use crate::engine::SamplingParams;
 use crate::error::ApiError;
 use crate::limits;
-use crate::text::ModelAssets;
-use crate::util::json::py_float;
+use shardgate_text::ModelAssets;
+use shardgate_util::json::py_float;
 
 /// Which API the request came through (they differ in a few names and defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,9 +6,9 @@
 
 use super::constraint::ForcedTool;
 use crate::error::ApiError;
-use crate::parsers::reasoning::{create_reasoning_parser, ReasoningParser};
-use crate::parsers::tool::forced::{NamedCall, RequiredCalls};
-use crate::parsers::tool::{create_tool_parser, tool_call_id, ToolParser, ToolSpec};
+use shardgate_parsers::reasoning::{create_reasoning_parser, ReasoningParser};
+use shardgate_parsers::tool::forced::{NamedCall, RequiredCalls};
+use shardgate_parsers::tool::{create_tool_parser, tool_call_id, ToolParser, ToolSpec};
 
 /// What a request asks of the parse stage.
 #[derive(Debug, Clone, Default)]

@@ -13,11 +13,11 @@ use crate::config::Config;
 use crate::engine::zmq::connection::EngineLink;
 use crate::metrics::ShardMetrics;
 use crate::routing::{new_policy, Candidate, Policy};
-use crate::text::template::ChatTemplate;
-use crate::text::tokenizer::cache::TokenizerCache;
-use crate::text::ModelAssets;
 use crate::workers::registry::Registry;
 use crate::workers::{jobs, WorkerMeta};
+use shardgate_text::template::ChatTemplate;
+use shardgate_text::tokenizer::cache::TokenizerCache;
+use shardgate_text::ModelAssets;
 
 /// The parsers that apply to the served model.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,12 +47,12 @@ impl ParserChoice {
             declared.first().copied()
         };
         ParserChoice {
-            reasoning: overridden("reasoning_parser", crate::parsers::reasoning::reasoning_parser_names())
+            reasoning: overridden("reasoning_parser", shardgate_parsers::reasoning::reasoning_parser_names())
                 .or(config.reasoning_parser)
-                .or_else(|| crate::parsers::reasoning::detect_reasoning_parser(name)),
-            tool: overridden("tool_parser", crate::parsers::tool::tool_parser_names())
+                .or_else(|| shardgate_parsers::reasoning::detect_reasoning_parser(name)),
+            tool: overridden("tool_parser", shardgate_parsers::tool::tool_parser_names())
                 .or(config.tool_call_parser)
-                .or_else(|| crate::parsers::tool::detect_tool_parser(name)),
+                .or_else(|| shardgate_parsers::tool::detect_tool_parser(name)),
         }
     }
 }
@@ -142,7 +142,7 @@ pub struct ShardCtx {
     /// This shard's requests waiting for an admission slot.
     pub admission_waiters: crate::pipeline::admission::LocalWaiters,
     /// Raised on shutdown: the accept loop ends.
-    pub stop_accepting: crate::util::signal::LocalSignal,
+    pub stop_accepting: shardgate_util::signal::LocalSignal,
 }
 
 impl ShardCtx {

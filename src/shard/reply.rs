@@ -57,7 +57,7 @@ impl<T> ReplyRx<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::wake_count::WakeCount;
+    use shardgate_util::wake_count::WakeCount;
     use std::future::Future;
     use std::task::{Context, Waker};
 

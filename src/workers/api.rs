@@ -13,7 +13,7 @@ use crate::api::fields::Body;
 use crate::error::ApiError;
 use crate::shard::mailbox::ShardMsg;
 use crate::shard::{reply, ShardCtx};
-use crate::util::json::{push_int, push_str};
+use shardgate_util::json::{push_int, push_str};
 
 /// Parses a `POST /workers` body. Only the shape is checked here; the control shard validates
 /// the rest.
@@ -111,8 +111,8 @@ pub fn patch(ctx: &Rc<ShardCtx>, id: &str, body: &[u8]) -> Result<String, ApiErr
 
 fn check_labels(w: &Worker, labels: &Map<String, Value>, model: &str) -> Result<(), ApiError> {
     for (key, names) in [
-        ("tool_parser", crate::parsers::tool::tool_parser_names()),
-        ("reasoning_parser", crate::parsers::reasoning::reasoning_parser_names()),
+        ("tool_parser", shardgate_parsers::tool::tool_parser_names()),
+        ("reasoning_parser", shardgate_parsers::reasoning::reasoning_parser_names()),
     ] {
         if let Some(name) = labels.get(key).and_then(Value::as_str) {
             if !names.contains(&name) {

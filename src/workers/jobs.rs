@@ -11,10 +11,11 @@ use serde_json::{Map, Value};
 
 use super::{Worker, WorkerMeta};
 use crate::config::{Backend, WorkerConfig};
-use crate::engine::zmq::{handshake, sockdir};
-use crate::parsers::{reasoning, tool};
+use crate::engine::zmq::handshake;
 use crate::shard::ShardCtx;
-use crate::util::log_escape::Escaped;
+use shardgate_parsers::{reasoning, tool};
+use shardgate_util::log_escape::Escaped;
+use shardgate_wire::sockdir;
 
 /// A worker to add, as the API (or the command line) describes it.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -240,7 +240,7 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::wake_count::WakeCount;
+    use shardgate_util::wake_count::WakeCount;
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
 

@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 
 use super::{Worker, WorkerStatus};
 use crate::engine::zmq::connection::LinkSockets;
+use crate::engine::zmq::handshake;
 use crate::engine::zmq::hub::Hub;
-use crate::engine::zmq::{handshake, sockdir, zmtp};
 use crate::limits;
 use crate::routing::RankTable;
 use crate::shard::mailbox::ShardMsg;
 use crate::shard::ShardCtx;
+use shardgate_wire::{sockdir, zmtp};
 
 /// How often a ready worker's engines are pinged (a send to a vanished engine fails at once).
 const LIVENESS_PING_INTERVAL: Duration = Duration::from_secs(1);

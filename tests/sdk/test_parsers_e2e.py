@@ -71,7 +71,7 @@ def main():
     target, model_dir = sys.argv[1], sys.argv[2]
     failures, runs = [], 0
     with tempfile.TemporaryDirectory(prefix="sg-parsers-") as work:
-        for path in sorted(glob.glob(os.path.join(ROOT, "vectors", "tool", "*.json"))):
+        for path in sorted(glob.glob(os.path.join(ROOT, "..", "crates", "parsers", "tests", "vectors", "tool", "*.json"))):
             vector = json.load(open(path))
             with_calls = [c for c in vector["cases"] if c["calls"]][:1] or vector["cases"][:1]
             for parser in vector["parsers"][:1]:
@@ -83,7 +83,7 @@ def main():
                     except Exception as e:  # noqa: BLE001
                         failures.append(f"tool {parser}: {case['name']}: {e}")
                         print(f"FAIL tool {parser}: {case['name']}: {e}")
-        for path in sorted(glob.glob(os.path.join(ROOT, "vectors", "reasoning", "*.json"))):
+        for path in sorted(glob.glob(os.path.join(ROOT, "..", "crates", "parsers", "tests", "vectors", "reasoning", "*.json"))):
             vector = json.load(open(path))
             picks = [c for c in vector["cases"] if c["reasoning"] and c["content"]][:1]
             picks += [c for c in vector["cases"] if c.get("force_reasoning_start")][:1]

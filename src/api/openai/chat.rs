@@ -14,9 +14,9 @@ use crate::pipeline::params::{self, Endpoint};
 use crate::pipeline::parse::{ParseSpec, ParsedDelta};
 use crate::pipeline::{conversation, generate, thinking, Format, Prompt, Usage};
 use crate::shard::ShardCtx;
-use crate::text::template::{ChatTemplate, RenderInput};
-use crate::text::ModelAssets;
-use crate::util::json::push_str;
+use shardgate_text::template::{ChatTemplate, RenderInput};
+use shardgate_text::ModelAssets;
+use shardgate_util::json::push_str;
 
 pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
     let started = std::time::Instant::now();
@@ -54,10 +54,10 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: std::time::Instant) -> Resu
     let link = ctx.pick_link(&ids).ok_or_else(|| ApiError::unavailable("no healthy worker is available"))?;
     params::check_max_tokens(&params, link.max_model_len())?;
     params::check_prompt_len(ids.len(), link.max_model_len(), "messages")?;
-    let response_id = crate::util::ids::response_id("chatcmpl");
+    let response_id = shardgate_util::ids::response_id("chatcmpl");
     let format = ChatFormat::new(
         response_id.clone(),
-        crate::util::time::unix_time_s(),
+        shardgate_util::time::unix_time_s(),
         model.served_name.clone(),
         params.include_usage,
         params.output.logprobs.map(|k| k as usize),
@@ -105,7 +105,7 @@ fn check_mrope_over_tokenspeed(ctx: &ShardCtx, model: &ModelAssets, f: &Fields<'
 pub struct RenderedChat {
     pub prompt: String,
     pub conversation: serde_json::Value,
-    pub tools: Vec<crate::parsers::tool::ToolSpec>,
+    pub tools: Vec<shardgate_parsers::tool::ToolSpec>,
     pub tool_choice: ToolChoice,
     pub thinking_on: bool,
 }
@@ -149,7 +149,7 @@ fn parse_spec(
     ctx: &ShardCtx,
     f: &Fields<'_>,
     model_name: &str,
-    tools: Vec<crate::parsers::tool::ToolSpec>,
+    tools: Vec<shardgate_parsers::tool::ToolSpec>,
     tool_choice: &ToolChoice,
     thinking_on: bool,
     conversation: &serde_json::Value,
@@ -256,7 +256,7 @@ impl ChatFormat {
         out.push('{');
         push_header(out, &self.id, "chat.completion.chunk", self.created, &self.model);
         out.push_str(",\"choices\":[{\"index\":");
-        crate::util::json::push_int(out, choice);
+        shardgate_util::json::push_int(out, choice);
         out.push(',');
     }
 
@@ -313,7 +313,7 @@ impl Format for ChatFormat {
             let mut s = String::with_capacity(192 + call.arguments.len());
             self.chunk_open(&mut s, choice.index);
             s.push_str("\"delta\":{\"tool_calls\":[{\"index\":");
-            crate::util::json::push_int(&mut s, call.index);
+            shardgate_util::json::push_int(&mut s, call.index);
             if let Some(id) = &call.id {
                 s.push_str(",\"id\":");
                 push_str(&mut s, id);
@@ -364,7 +364,7 @@ impl Format for ChatFormat {
                 s.push(',');
             }
             s.push_str("{\"index\":");
-            crate::util::json::push_int(&mut s, c.index);
+            shardgate_util::json::push_int(&mut s, c.index);
             s.push_str(",\"message\":");
             push_message(&mut s, c);
             s.push(',');

@@ -16,8 +16,8 @@ use crate::pipeline::params::{self, Endpoint};
 use crate::pipeline::parse::{ParseSpec, ParsedDelta};
 use crate::pipeline::{generate, Format, Prompt, Usage};
 use crate::shard::ShardCtx;
-use crate::text::ModelAssets;
-use crate::util::json::{push_int, push_str};
+use shardgate_text::ModelAssets;
+use shardgate_util::json::{push_int, push_str};
 
 pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
     let started = std::time::Instant::now();
@@ -53,10 +53,10 @@ fn prepare(
     for p in &mut prompts {
         params::check_prompt_len(p.token_ids.len(), link.max_model_len(), "prompt")?;
     }
-    let response_id = crate::util::ids::response_id("cmpl");
+    let response_id = shardgate_util::ids::response_id("cmpl");
     let format = CompletionFormat {
         id: response_id.clone(),
-        created: crate::util::time::unix_time_s(),
+        created: shardgate_util::time::unix_time_s(),
         model: model.served_name.clone(),
         usage_field: params.include_usage,
         logprobs: params.output.logprobs.map(|k| k as usize),

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use crate::api::fields::Fields;
 use crate::error::ApiError;
 use crate::shard::ShardCtx;
-use crate::text::ModelAssets;
-use crate::util::json::{push_int, push_str};
+use shardgate_text::ModelAssets;
+use shardgate_util::json::{push_int, push_str};
 
 /// The loaded model, if the request names it (or names none).
 pub fn resolve(ctx: &ShardCtx, f: &Fields<'_>) -> Result<Arc<ModelAssets>, ApiError> {
@@ -32,7 +32,7 @@ fn model_object(ctx: &ShardCtx, m: &ModelAssets, out: &mut String) {
     out.push_str("{\"id\":");
     push_str(out, &m.served_name);
     out.push_str(",\"object\":\"model\",\"created\":");
-    push_int(out, crate::util::time::unix_time_s());
+    push_int(out, shardgate_util::time::unix_time_s());
     out.push_str(",\"owned_by\":\"shardgate\",\"root\":");
     push_str(out, &ctx.shared.config.model_path.display().to_string());
     out.push_str(",\"parent\":null,\"max_model_len\":");

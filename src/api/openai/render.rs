@@ -3,7 +3,7 @@
 use crate::engine::StopReason;
 use crate::pipeline::choice::TokenLogprob;
 use crate::pipeline::Usage;
-use crate::util::json::{push_f64, push_int, push_str};
+use shardgate_util::json::{push_f64, push_int, push_str};
 
 /// `"id":"…","object":"…","created":…,"model":"…"` (no braces).
 pub fn push_header(out: &mut String, id: &str, object: &str, created: u64, model: &str) {

@@ -5,7 +5,7 @@ use std::rc::Rc;
 use crate::api::fields::Body;
 use crate::error::ApiError;
 use crate::shard::ShardCtx;
-use crate::util::json::{push_int, push_str};
+use shardgate_util::json::{push_int, push_str};
 
 /// `{"prompt": "..."}` or `{"messages": [...]}` → `{"count","max_model_len","tokens"}`.
 pub fn tokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {

@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use crate::api::fields::Fields;
 use crate::error::ApiError;
-use crate::parsers::tool::ToolSpec;
+use shardgate_parsers::tool::ToolSpec;
 
 /// How the model may use the tools.
 #[derive(Debug, Clone, PartialEq)]

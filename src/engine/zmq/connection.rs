@@ -19,8 +19,6 @@ use std::time::{Duration, Instant};
 
 use super::handshake::Engine;
 use super::hub::{shard_of, Hub, Outgoing};
-use super::zmtp::{self, Attached, DriveEnd, Frames, SendError};
-use super::{tokenspeed, vllm};
 use crate::config::Backend;
 use crate::engine::slot::{RequestSlot, SlotEvent};
 use crate::engine::{EngineRequest, TokenEvent};
@@ -28,6 +26,8 @@ use crate::error::{ApiError, EngineFault, FaultSource};
 use crate::limits;
 use crate::routing::RankTable;
 use crate::workers::Worker;
+use shardgate_wire::zmtp::{self, Attached, DriveEnd, Frames, SendError};
+use shardgate_wire::{tokenspeed, vllm};
 
 /// Request type bytes shared by both wires (vLLM and TokenSpeed agree on ADD and ABORT).
 const REQUEST_ADD: u8 = vllm::REQUEST_ADD;
@@ -69,7 +69,7 @@ pub struct EngineLink {
     ranks: Arc<RankTable>,
     requests: RefCell<HashMap<String, Live>>,
     closed: Cell<bool>,
-    close_signal: crate::util::signal::LocalSignal,
+    close_signal: shardgate_util::signal::LocalSignal,
     last_output: Cell<Instant>,
     /// When the output batch being delivered arrived (stamped once per batch).
     batch_arrived: Cell<Instant>,

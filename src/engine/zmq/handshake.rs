@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::select_all;
 
-use super::sockdir;
 use super::socket::AsyncSocket;
-use super::vllm::handshake::{decode_status, EngineRegistration};
-use super::zmtp::{self, Frames, Kind};
-use super::{tokenspeed, vllm};
 use crate::config::{Backend, WorkerConfig};
 use crate::limits;
+use shardgate_wire::sockdir;
+use shardgate_wire::vllm::handshake::{decode_status, EngineRegistration};
+use shardgate_wire::zmtp::{self, Frames, Kind};
+use shardgate_wire::{tokenspeed, vllm};
 
 /// One engine of a connected group.
 #[derive(Debug, Clone, PartialEq)]

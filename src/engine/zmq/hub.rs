@@ -134,7 +134,7 @@ mod tests {
 
     #[test]
     fn shard_of_reads_the_id_the_gateway_makes() {
-        let id = crate::util::ids::engine_request_id("chatcmpl-abc", 3, 7);
+        let id = shardgate_util::ids::engine_request_id("chatcmpl-abc", 3, 7);
         assert_eq!(shard_of(&id), Some(7));
         for bad in ["", "x", "a-b", "a-b-c", "a-7x.1-ff", "cmpl-1-.2-ff"] {
             assert_eq!(shard_of(bad), None, "{bad}");

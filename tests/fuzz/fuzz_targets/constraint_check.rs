@@ -10,7 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shardgate::engine::Constraint;
+use shardgate_wire::Constraint;
 use shardgate::pipeline::constraint_check::check;
 
 fuzz_target!(|raw: &[u8]| {

@@ -24,9 +24,9 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Map, Value};
 use shardgate::api::fields::Body;
 use shardgate::api::openai::chat::render_prompt;
-use shardgate::engine::zmq::msgpack::Reader;
-use shardgate::engine::zmq::{tokenspeed, vllm};
-use shardgate::engine::EngineRequest;
+use shardgate_wire::msgpack::Reader;
+use shardgate_wire::{tokenspeed, vllm};
+use shardgate_wire::EngineRequest;
 use shardgate::limits;
 use shardgate::pipeline::params::{self, Endpoint, RequestParams};
 

@@ -17,10 +17,10 @@
 use arbitrary::{Arbitrary, Unstructured};
 use fuzz_support::msgpack_gen::{interesting_u64, Field, Value};
 use libfuzzer_sys::fuzz_target;
-use shardgate::engine::output::LogprobRow;
-use shardgate::engine::zmq::msgpack::Writer;
-use shardgate::engine::zmq::tokenspeed::output::{decode_batch, finish_reason, LoadSnapshot, OutputBatch, BATCH_TAG};
-use shardgate::engine::{Logprobs, TokenEvent};
+use shardgate_wire::output::LogprobRow;
+use shardgate_wire::msgpack::Writer;
+use shardgate_wire::tokenspeed::output::{decode_batch, finish_reason, LoadSnapshot, OutputBatch, BATCH_TAG};
+use shardgate_wire::{Logprobs, TokenEvent};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else { return };

@@ -18,10 +18,10 @@
 use arbitrary::{Arbitrary, Unstructured};
 use fuzz_support::msgpack_gen::{Field, Value};
 use libfuzzer_sys::fuzz_target;
-use shardgate::engine::output::LogprobRow;
-use shardgate::engine::zmq::msgpack::Writer;
-use shardgate::engine::zmq::vllm::output::{decode_batch, OutputBatch, SchedulerLoad};
-use shardgate::engine::{FinishReason, Logprobs, StopReason, TokenEvent};
+use shardgate_wire::output::LogprobRow;
+use shardgate_wire::msgpack::Writer;
+use shardgate_wire::vllm::output::{decode_batch, OutputBatch, SchedulerLoad};
+use shardgate_wire::{FinishReason, Logprobs, StopReason, TokenEvent};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else { return };

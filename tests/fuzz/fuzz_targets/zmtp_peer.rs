@@ -21,8 +21,8 @@ use std::os::unix::net::UnixStream;
 
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use shardgate::engine::zmq::zmtp::peer::{Incoming, Peer};
-use shardgate::engine::zmq::zmtp::{codec, Frames, Kind};
+use shardgate_wire::zmtp::peer::{Incoming, Peer};
+use shardgate_wire::zmtp::{codec, Frames, Kind};
 
 /// What a stream amounted to: its messages, then the fault that ended it, if any.
 type Outcome = (Vec<Vec<Vec<u8>>>, Option<String>);

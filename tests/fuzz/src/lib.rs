@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use shardgate::text::model::{ModelAssets, ModelSource};
-use shardgate::text::template::ChatTemplate;
+use shardgate_text::model::{ModelAssets, ModelSource};
+use shardgate_text::template::ChatTemplate;
 
 pub mod msgpack_gen;
 
@@ -26,7 +26,7 @@ pub fn model_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("SHARDGATE_FUZZ_MODEL_DIR") {
         return PathBuf::from(dir);
     }
-    shardgate::demo::ensure_demo_model().unwrap_or_else(|e| {
+    shardgate_text::demo_model::ensure().unwrap_or_else(|e| {
         panic!(
             "fuzz setup: the demo model is unavailable ({e}); run `shardgate demo --prepare` once \
              with network access or set SHARDGATE_FUZZ_MODEL_DIR"
@@ -40,7 +40,7 @@ pub fn model() -> &'static Model {
             model_path: model_dir(),
             tokenizer_path: None,
             chat_template: None,
-            served_name: shardgate::demo::DEMO_MODEL_NAME.to_string(),
+            served_name: shardgate_text::demo_model::NAME.to_string(),
             use_generation_config: true,
         };
         let assets = ModelAssets::load(&src).expect("fuzz setup: load the demo model");

@@ -3,7 +3,7 @@
 //! valid framing with the wrong contents (the case raw bytes rarely reach).
 
 use arbitrary::{Arbitrary, Result, Unstructured};
-use shardgate::engine::zmq::msgpack::Writer;
+use shardgate_wire::msgpack::Writer;
 
 /// A MessagePack value, depth-bounded by construction.
 #[derive(Debug, Clone)]

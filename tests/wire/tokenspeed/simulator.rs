@@ -7,14 +7,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use shardgate::engine::zmq::tokenspeed::finish::{RequestFinish, REFUSED};
-use shardgate::engine::zmq::tokenspeed::handshake::{decode_registration, decode_status, encode_init};
-use shardgate::engine::zmq::tokenspeed::output::decode_batch;
-use shardgate::engine::zmq::tokenspeed::request::{encode_abort, encode_add, encode_ping};
-use shardgate::engine::zmq::tokenspeed::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD};
-use shardgate::engine::{FinishReason, SamplingParams, StopReason, TokenEvent};
+use shardgate_wire::tokenspeed::finish::{RequestFinish, REFUSED};
+use shardgate_wire::tokenspeed::handshake::{decode_registration, decode_status, encode_init};
+use shardgate_wire::tokenspeed::output::decode_batch;
+use shardgate_wire::tokenspeed::request::{encode_abort, encode_add, encode_ping};
+use shardgate_wire::tokenspeed::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD};
+use shardgate_wire::{FinishReason, SamplingParams, StopReason, TokenEvent};
 
 use super::request;
+use super::sim_bin::sim_binary;
 
 struct Sim(Child);
 
@@ -60,7 +61,7 @@ impl Client {
     fn spawn(&self, extra: &[&str]) -> Sim {
         self.snapshot.set(!extra.contains(&"--no-load-snapshot"));
         let log = std::fs::File::create(self.dir.join("sim.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_shardgate-sim"))
+        let child = Command::new(sim_binary())
             .args(["--backend", "tokenspeed", "--handshake", &self.handshake_addr, "--itl-ms", "2"])
             .args(["--ttft-ms", "5", "--record"])
             .arg(self.dir.join("record.jsonl"))
@@ -281,7 +282,7 @@ fn simulator_speaks_tokenspeed() {
 #[test]
 fn simulator_stops_on_the_models_eos_and_dies_with_the_sentinel() {
     let c = Client::bind("eos");
-    let model = shardgate::demo::ensure_demo_model().unwrap();
+    let model = shardgate_text::demo_model::ensure().unwrap();
     let model = model.display().to_string();
     let _sim = c.spawn(&["--model-path", &model, "--output-len", "3", "--fault", "die@2", "--no-load-snapshot"]);
     let [r0] = c.handshake(1)[..] else { panic!() };

@@ -1,0 +1,48 @@
+//! What several benches share (`mod common;` in each): the demo model, and prompt text of
+//! random vocabulary tokens as `shardgate bench` sends it. Not every bench uses every item.
+#![allow(dead_code)]
+
+use shardgate_text::model::{ModelAssets, ModelSource};
+use shardgate_text::tokenizer::Tokenizer;
+
+/// The embedded default model (real Qwen3 tokenizer and chat template).
+pub fn demo_model() -> ModelAssets {
+    let dir = shardgate_text::demo_model::ensure().expect("demo model");
+    ModelAssets::load(&ModelSource {
+        model_path: dir,
+        tokenizer_path: None,
+        chat_template: None,
+        served_name: "bench".into(),
+        use_generation_config: true,
+    })
+    .expect("model")
+}
+
+/// A sentence of ordinary prose, repeated to make prompts of known shape.
+pub const PROSE: &str = "The gateway keeps every shard's work on its own core, so a request's tokens never cross \
+                         a cache line owned by another thread; caches, sockets and buffers stay local. ";
+
+/// Seeded random vocabulary ids (xorshift, so every bench and run draws the same ones).
+pub struct RandomIds(u64);
+
+impl RandomIds {
+    pub fn new() -> RandomIds {
+        RandomIds(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn ids(&mut self, count: usize) -> Vec<u32> {
+        (0..count)
+            .map(|_| {
+                self.0 ^= self.0 << 13;
+                self.0 ^= self.0 >> 7;
+                self.0 ^= self.0 << 17;
+                (self.0 % 150_000) as u32
+            })
+            .collect()
+    }
+
+    /// `count` random ids decoded to text.
+    pub fn text(&mut self, tok: &Tokenizer, count: usize) -> String {
+        tok.decode(&self.ids(count), true).expect("decode")
+    }
+}

@@ -1,0 +1,682 @@
+//! The flags of `shardgate bench` and `shardgate bench compare`, and their validation into a
+//! `BenchConfig`. Flag names follow `vllm bench serve` where the two tools share a concept, so
+//! a command line moves between them; everything else is named for what it measures.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::sampling::SamplingArgs;
+use super::schedule::Arrivals;
+use super::vllm_flags::ForeignFlags;
+
+/// Which OpenAI endpoint the requests go to (vLLM's `--backend` names).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `POST /v1/completions` with a `prompt`.
+    Openai,
+    /// `POST /v1/chat/completions` with one user message.
+    OpenaiChat,
+    /// vLLM's other name for `openai`; kept as typed, as vLLM writes it into the result.
+    Vllm,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Openai => "openai",
+            Backend::OpenaiChat => "openai-chat",
+            Backend::Vllm => "vllm",
+        }
+    }
+
+    pub fn is_chat(self) -> bool {
+        self == Backend::OpenaiChat
+    }
+
+    fn default_path(self) -> &'static str {
+        if self.is_chat() {
+            "/v1/chat/completions"
+        } else {
+            "/v1/completions"
+        }
+    }
+}
+
+/// Where the prompts come from.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatasetName {
+    /// Random token ids of the tokenizer, exact input lengths.
+    Random,
+    /// A ShareGPT-format JSON file (`--dataset-path`): first human turn, first reply's length.
+    Sharegpt,
+    /// Groups of prompts sharing a common random prefix (prefix-cache tests).
+    #[value(alias = "prefix_repetition")]
+    Prefix,
+    /// JSON Lines of `{"prompt": "...", "output_tokens": N}` (`--dataset-path`).
+    #[value(alias = "custom")]
+    Jsonl,
+}
+
+/// How arrival times are drawn for an open-loop rate.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArrivalProcess {
+    /// Exponential gaps (gamma with shape 1).
+    Poisson,
+    /// Gamma gaps with shape `--burstiness` (< 1 burstier, > 1 smoother).
+    Gamma,
+    /// Equal gaps of 1 / rate.
+    Constant,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Server base URL, `http://HOST:PORT` (overrides --host/--port).
+    #[arg(long = "base-url", help_heading = "Target")]
+    pub base_url: Option<String>,
+    #[arg(long, default_value = "127.0.0.1", help_heading = "Target")]
+    pub host: String,
+    #[arg(long, default_value_t = 8000, help_heading = "Target")]
+    pub port: u16,
+    /// Request path (default: from --backend).
+    #[arg(long, help_heading = "Target")]
+    pub endpoint: Option<String>,
+    #[arg(long, value_enum, default_value = "openai", help_heading = "Target")]
+    pub backend: Backend,
+    /// Model name sent in requests (default: the first model of `GET /v1/models`).
+    #[arg(long, help_heading = "Target")]
+    pub model: Option<String>,
+    /// Model name put in the requests (default: --model), as vLLM's.
+    #[arg(long = "served-model-name", help_heading = "Target")]
+    pub served_model_name: Option<String>,
+    /// `tokenizer.json` or a directory holding it (default: --model when it is a local
+    /// directory, else the demo model's Qwen3 tokenizer).
+    #[arg(long, help_heading = "Target")]
+    pub tokenizer: Option<PathBuf>,
+    /// vLLM's tokenizer mode: `auto` and `hf` (a Hugging Face tokenizer.json) are what this
+    /// client reads; other modes are refused.
+    #[arg(long = "tokenizer-mode", default_value = "auto", help_heading = "Target")]
+    pub tokenizer_mode: String,
+    /// Wait up to this long for `GET /v1/models` to answer before starting (0: no wait).
+    #[arg(long = "ready-check-timeout-sec", default_value_t = 0, help_heading = "Target")]
+    pub ready_check_timeout_sec: u64,
+    /// Extra request header, `KEY=VALUE` (repeatable).
+    #[arg(long = "header", value_name = "KEY=VALUE", num_args = 1.., help_heading = "Target")]
+    pub headers: Vec<String>,
+    /// JSON object merged into every request body (e.g. '{"temperature":0}'); its keys win
+    /// over the sampling flags.
+    #[arg(long = "extra-body", value_name = "JSON", help_heading = "Target")]
+    pub extra_body: Option<String>,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+
+    #[arg(long = "dataset-name", value_enum, default_value = "random", help_heading = "Workload")]
+    pub dataset_name: DatasetName,
+    /// File for the sharegpt and jsonl datasets.
+    #[arg(long = "dataset-path", help_heading = "Workload")]
+    pub dataset_path: Option<PathBuf>,
+    /// Prompts in the workload; with --duration, prompts are reused in turn.
+    #[arg(long = "num-prompts", default_value_t = 1000, help_heading = "Workload")]
+    pub num_prompts: usize,
+    #[arg(long = "random-input-len", default_value_t = 1024, help_heading = "Workload")]
+    pub random_input_len: usize,
+    #[arg(long = "random-output-len", default_value_t = 128, help_heading = "Workload")]
+    pub random_output_len: usize,
+    /// Sets --random-input-len (vLLM's general length flag).
+    #[arg(long = "input-len", help_heading = "Workload")]
+    pub input_len: Option<usize>,
+    /// Sets the output length of every dataset (vLLM's general length flag).
+    #[arg(long = "output-len", help_heading = "Workload")]
+    pub output_len: Option<usize>,
+    /// Lengths are drawn uniformly from [len·(1−r), len·(1+r)] (vLLM's semantics); one number
+    /// for both, or '{"input": r1, "output": r2}'.
+    #[arg(long = "random-range-ratio", default_value = "0.0", value_parser = parse_range_ratio, help_heading = "Workload")]
+    pub random_range_ratio: RangeRatio,
+    /// Tokens of one random prefix shared by every prompt of the random dataset (vLLM's).
+    #[arg(long = "random-prefix-len", default_value_t = 0, help_heading = "Workload")]
+    pub random_prefix_len: usize,
+    /// Shared prefix tokens of every prompt in a group (prefix dataset); the suffix is
+    /// --prefix-repetition-suffix-len (default: --random-input-len) long.
+    #[arg(
+        long = "prefix-len",
+        alias = "prefix-repetition-prefix-len",
+        default_value_t = 256,
+        help_heading = "Workload"
+    )]
+    pub prefix_len: usize,
+    /// Distinct prefixes (prefix dataset); prompt i belongs to group i mod count.
+    #[arg(
+        long = "prefix-group-count",
+        alias = "prefix-repetition-num-prefixes",
+        default_value_t = 10,
+        help_heading = "Workload"
+    )]
+    pub prefix_group_count: usize,
+    /// Random suffix tokens of each prefix-dataset prompt (default: --random-input-len).
+    #[arg(long = "prefix-repetition-suffix-len", help_heading = "Workload")]
+    pub prefix_repetition_suffix_len: Option<usize>,
+    /// Output tokens of each prefix-dataset prompt (default: --random-output-len).
+    #[arg(long = "prefix-repetition-output-len", help_heading = "Workload")]
+    pub prefix_repetition_output_len: Option<usize>,
+    /// Output tokens for sharegpt prompts (default: the length of the recorded reply).
+    #[arg(long = "sharegpt-output-len", help_heading = "Workload")]
+    pub sharegpt_output_len: Option<usize>,
+    /// Output tokens for custom (jsonl) prompts, over the file's `output_tokens`; -1: the
+    /// file's (the default here).
+    #[arg(long = "custom-output-len", allow_negative_numbers = true, help_heading = "Workload")]
+    pub custom_output_len: Option<i64>,
+    /// Keep the dataset file's order (sharegpt is shuffled by --seed otherwise).
+    #[arg(long = "disable-shuffle", help_heading = "Workload")]
+    pub disable_shuffle: bool,
+    /// Do not repeat a dataset file's prompts when it has fewer than --num-prompts.
+    #[arg(long = "no-oversample", help_heading = "Workload")]
+    pub no_oversample: bool,
+    /// Send prompts as token id arrays (completions only): exact input lengths, no server
+    /// tokenization.
+    #[arg(long = "prompt-token-ids", help_heading = "Workload")]
+    pub prompt_token_ids: bool,
+    /// Ask the server to ignore EOS so every request generates its max tokens.
+    #[arg(long = "ignore-eos", help_heading = "Workload")]
+    pub ignore_eos: bool,
+    #[arg(long, default_value_t = 0, help_heading = "Workload")]
+    pub seed: u64,
+
+    /// Open-loop arrivals per second ("inf": no schedule, all at once or as the cap allows).
+    #[arg(long = "request-rate", default_value_t = f64::INFINITY, help_heading = "Load")]
+    pub request_rate: f64,
+    /// Arrival process of an open-loop rate (default: poisson, or gamma when --burstiness ≠ 1).
+    #[arg(long = "arrival-process", value_enum, help_heading = "Load")]
+    pub arrival_process: Option<ArrivalProcess>,
+    /// Gamma shape of the inter-arrival gaps (1 = Poisson).
+    #[arg(long, default_value_t = 1.0, help_heading = "Load")]
+    pub burstiness: f64,
+    /// Closed-loop cap on requests in flight (with a rate: requests wait in a client queue,
+    /// and the wait is reported).
+    #[arg(long = "max-concurrency", help_heading = "Load")]
+    pub max_concurrency: Option<usize>,
+    /// Run for this many seconds instead of --num-prompts requests.
+    #[arg(long, value_name = "SECONDS", help_heading = "Load")]
+    pub duration: Option<f64>,
+    /// Requests sent (at the same cap) before the measured run; excluded from results.
+    #[arg(long = "num-warmups", default_value_t = 0, help_heading = "Load")]
+    pub num_warmups: usize,
+    /// CPUs for client threads, e.g. "2,3" or "2-5": one pinned runtime per CPU (default: one
+    /// unpinned thread).
+    #[arg(long = "client-cores", value_name = "CPUS", help_heading = "Load")]
+    pub client_cores: Option<String>,
+    /// Open a TCP connection per request (measures connection setup; off: pooled keep-alive).
+    #[arg(long = "new-connection-per-request", help_heading = "Load")]
+    pub new_connection_per_request: bool,
+    #[arg(long = "request-timeout-s", default_value_t = 600.0, help_heading = "Load")]
+    pub request_timeout_s: f64,
+    /// Do not ask for `stream_options.continuous_usage_stats` (per-chunk token counts); token
+    /// counts per chunk are then estimated with the tokenizer.
+    #[arg(long = "no-per-chunk-usage", help_heading = "Load")]
+    pub no_per_chunk_usage: bool,
+
+    /// Percentiles reported for every latency metric.
+    #[arg(long, alias = "metric-percentiles", default_value = "50,90,99", help_heading = "Metrics")]
+    pub percentiles: String,
+    /// Latency metrics reported, e.g. ttft,tpot,itl,e2el (default: all).
+    #[arg(long = "percentile-metrics", value_name = "METRICS", help_heading = "Metrics")]
+    pub percentile_metrics: Option<String>,
+    /// Service-level objectives, `ttft:MS tpot:MS e2el:MS` (any subset).
+    #[arg(long, num_args = 1.., value_name = "KEY:MS", help_heading = "Metrics")]
+    pub goodput: Vec<String>,
+    /// Closed loop: the steady-state window is where in-flight ≥ this × --max-concurrency.
+    #[arg(long = "steady-state-threshold", default_value_t = 0.95, help_heading = "Metrics")]
+    pub steady_state_threshold: f64,
+
+    /// Where the files go (default: bench-results/, or the current directory with
+    /// --save-result or --append-result, as vLLM).
+    #[arg(long = "result-dir", help_heading = "Output")]
+    pub result_dir: Option<PathBuf>,
+    /// Result JSON file name (default: vLLM's `{label}-{rate}qps[-concurrency{c}]-{model}-{date}.json`).
+    #[arg(long = "result-filename", help_heading = "Output")]
+    pub result_filename: Option<String>,
+    /// vLLM's flag to save the result (results are always saved here unless --no-save); the
+    /// default --result-dir becomes the current directory, as vLLM's.
+    #[arg(long = "save-result", help_heading = "Output")]
+    pub save_result: bool,
+    /// Append the result JSON, on one line, to the result file instead of replacing it.
+    #[arg(long = "append-result", help_heading = "Output")]
+    pub append_result: bool,
+    /// Print the summary only; write no files.
+    #[arg(long = "no-save", conflicts_with_all = ["save_result", "append_result"], help_heading = "Output")]
+    pub no_save: bool,
+    /// Also put vLLM's per-request arrays (ttfts, itls, ...) into the result JSON.
+    #[arg(long = "save-detailed", help_heading = "Output")]
+    pub save_detailed: bool,
+    /// Do not write the SVG plots.
+    #[arg(long = "no-plots", help_heading = "Output")]
+    pub no_plots: bool,
+    #[arg(long, help_heading = "Output")]
+    pub label: Option<String>,
+    /// `KEY=VALUE` pairs copied into the result JSON (repeatable).
+    #[arg(long, num_args = 1.., value_name = "KEY=VALUE", help_heading = "Output")]
+    pub metadata: Vec<String>,
+    /// No live progress line.
+    #[arg(long = "disable-progress", alias = "disable-tqdm", help_heading = "Output")]
+    pub disable_progress: bool,
+    #[command(flatten)]
+    pub foreign: ForeignFlags,
+}
+
+/// `--random-range-ratio`, for input and output lengths.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RangeRatio {
+    pub input: f64,
+    pub output: f64,
+}
+
+fn parse_range_ratio(s: &str) -> Result<RangeRatio, String> {
+    let (input, output) = match s.trim().parse::<f64>() {
+        Ok(r) => (r, r),
+        Err(_) => {
+            let v: serde_json::Value = serde_json::from_str(s)
+                .map_err(|_| format!("'{s}' is neither a number nor '{{\"input\": r, \"output\": r}}'"))?;
+            let get =
+                |k: &str| v.get(k).map_or(Ok(0.0), |x| x.as_f64().ok_or(format!("'{k}' in '{s}' is not a number")));
+            (get("input")?, get("output")?)
+        }
+    };
+    for r in [input, output] {
+        if !(0.0..1.0).contains(&r) {
+            return Err(format!("ratios must be in [0, 1), got {r}"));
+        }
+    }
+    Ok(RangeRatio { input, output })
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// Baseline result JSON (ours or `vllm bench serve`'s).
+    pub a: PathBuf,
+    /// Result JSON compared against the baseline (ratio = B / A).
+    pub b: PathBuf,
+    /// Show only keys containing one of these words (e.g. ttft,throughput).
+    #[arg(long, value_delimiter = ',')]
+    pub filter: Vec<String>,
+}
+
+/// One service-level objective of `--goodput`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slo {
+    pub metric: SloMetric,
+    pub limit_ms: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SloMetric {
+    Ttft,
+    Tpot,
+    E2el,
+}
+
+impl SloMetric {
+    pub fn name(self) -> &'static str {
+        match self {
+            SloMetric::Ttft => "ttft",
+            SloMetric::Tpot => "tpot",
+            SloMetric::E2el => "e2el",
+        }
+    }
+}
+
+/// The validated configuration of one run.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    pub addr: SocketAddr,
+    /// `Host` header value.
+    pub authority: String,
+    pub path: String,
+    pub arrivals: Arrivals,
+    pub concurrency_max: Option<usize>,
+    pub duration: Option<Duration>,
+    pub percentiles: Vec<f64>,
+    /// `--percentile-metrics`: the latency keys reported (None: all).
+    pub percentile_metrics: Option<Vec<String>>,
+    pub slos: Vec<Slo>,
+    pub client_cpus: Vec<Option<usize>>,
+    pub request_timeout: Duration,
+    pub headers: Vec<(String, String)>,
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    pub metadata: Vec<(String, String)>,
+    pub result_dir: PathBuf,
+    /// The line naming the vLLM flags accepted and ignored, for the start of the run.
+    pub ignored_flags_warning: Option<String>,
+}
+
+/// Latency keys `--percentile-metrics` may name: vLLM's, then ours.
+pub const PERCENTILE_METRICS: [&str; 10] = [
+    "ttft",
+    "tpot",
+    "itl",
+    "e2el",
+    "client_queue_time",
+    "e2el_including_client_queue",
+    "itl_per_token",
+    "ttft_from_schedule",
+    "e2el_from_schedule",
+    "ttfb",
+];
+
+impl BenchArgs {
+    /// The arguments with vLLM's general flags applied as `vllm bench serve` applies them:
+    /// --input-len and --output-len set every dataset's lengths, and the random dataset
+    /// always ignores EOS so every request generates its requested length.
+    pub fn vllm_resolved(&self) -> BenchArgs {
+        let mut a = self.clone();
+        if let Some(n) = a.input_len {
+            a.random_input_len = n;
+        }
+        if let Some(n) = a.output_len {
+            a.random_output_len = n;
+            a.sharegpt_output_len = Some(n);
+            a.custom_output_len = Some(i64::try_from(n).unwrap_or(i64::MAX));
+            a.prefix_repetition_output_len = Some(n);
+        }
+        if a.dataset_name == DatasetName::Random {
+            a.ignore_eos = true;
+        }
+        a
+    }
+}
+
+impl BenchConfig {
+    pub fn from_args(a: &BenchArgs) -> Result<BenchConfig, String> {
+        // vLLM flags first: a refused one must be named before anything is resolved or dialed.
+        let ignored_flags_warning = a.foreign.check()?;
+        if !matches!(a.tokenizer_mode.as_str(), "auto" | "hf") {
+            return Err(format!(
+                "--tokenizer-mode {}: this client reads a Hugging Face tokenizer.json only; use auto or hf, with \
+                 --tokenizer pointing at the tokenizer.json",
+                a.tokenizer_mode
+            ));
+        }
+        if a.custom_output_len.is_some_and(|n| n < 1 && n != -1) {
+            return Err("--custom-output-len must be at least 1, or -1 for the file's output_tokens".into());
+        }
+        let (authority, addr) = resolve_target(a)?;
+        let path = a.endpoint.clone().unwrap_or_else(|| a.backend.default_path().to_string());
+        if !path.starts_with('/') {
+            return Err(format!("--endpoint must start with '/', got '{path}'"));
+        }
+        if a.prompt_token_ids && a.backend.is_chat() {
+            return Err(
+                "--prompt-token-ids needs a completions backend (openai or vllm): chat takes no token ids".into()
+            );
+        }
+        if a.num_prompts == 0 {
+            return Err("--num-prompts must be at least 1".into());
+        }
+        if matches!(a.dataset_name, DatasetName::Sharegpt | DatasetName::Jsonl) && a.dataset_path.is_none() {
+            return Err("--dataset-path is required for the sharegpt and jsonl datasets".into());
+        }
+        if a.dataset_name == DatasetName::Prefix && a.prefix_group_count == 0 {
+            return Err("--prefix-group-count must be at least 1".into());
+        }
+        if a.max_concurrency == Some(0) {
+            return Err("--max-concurrency must be at least 1".into());
+        }
+        let duration = match a.duration {
+            Some(s) if !(s > 0.0 && s.is_finite()) => return Err(format!("--duration must be > 0 s, got {s}")),
+            Some(s) => Some(Duration::from_secs_f64(s)),
+            None => None,
+        };
+        if !(a.request_timeout_s > 0.0 && a.request_timeout_s.is_finite()) {
+            return Err(format!("--request-timeout-s must be > 0, got {}", a.request_timeout_s));
+        }
+        if !(a.steady_state_threshold > 0.0 && a.steady_state_threshold <= 1.0) {
+            return Err(format!("--steady-state-threshold must be in (0, 1], got {}", a.steady_state_threshold));
+        }
+        Ok(BenchConfig {
+            addr,
+            authority,
+            path,
+            arrivals: arrivals_of(a)?,
+            concurrency_max: a.max_concurrency,
+            duration,
+            percentiles: parse_percentiles(&a.percentiles)?,
+            percentile_metrics: a.percentile_metrics.as_deref().map(parse_percentile_metrics).transpose()?,
+            slos: a.goodput.iter().map(|s| parse_slo(s)).collect::<Result<_, _>>()?,
+            client_cpus: parse_cpu_list(a.client_cores.as_deref())?,
+            request_timeout: Duration::from_secs_f64(a.request_timeout_s),
+            headers: a.headers.iter().map(|h| parse_pair(h, "--header")).collect::<Result<_, _>>()?,
+            extra_body: request_extras(a)?,
+            metadata: a.metadata.iter().map(|m| parse_pair(m, "--metadata")).collect::<Result<_, _>>()?,
+            result_dir: a
+                .result_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(if a.save_result || a.append_result { "." } else { "bench-results" })),
+            ignored_flags_warning,
+        })
+    }
+}
+
+fn resolve_target(a: &BenchArgs) -> Result<(String, SocketAddr), String> {
+    let authority = match &a.base_url {
+        Some(url) => {
+            let rest = url
+                .strip_prefix("http://")
+                .ok_or_else(|| format!("--base-url must start with http:// (TLS is not supported), got '{url}'"))?;
+            rest.trim_end_matches('/').to_string()
+        }
+        None => format!("{}:{}", a.host, a.port),
+    };
+    if authority.contains('/') {
+        return Err(format!("--base-url must be http://HOST:PORT without a path, got '{authority}'"));
+    }
+    let with_port = if authority.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+        authority.clone()
+    } else {
+        format!("{authority}:80")
+    };
+    let addr = with_port
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {with_port}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{with_port} resolves to no address"))?;
+    Ok((authority, addr))
+}
+
+fn arrivals_of(a: &BenchArgs) -> Result<Arrivals, String> {
+    let rate = a.request_rate;
+    if rate.is_nan() || rate <= 0.0 {
+        return Err(format!("--request-rate must be > 0 (or inf), got {rate}"));
+    }
+    if a.burstiness.is_nan() || a.burstiness <= 0.0 {
+        return Err(format!("--burstiness must be > 0, got {}", a.burstiness));
+    }
+    if rate.is_infinite() {
+        if a.arrival_process.is_some() {
+            return Err("--arrival-process needs a finite --request-rate".into());
+        }
+        return Ok(Arrivals::Unpaced);
+    }
+    let process =
+        a.arrival_process.unwrap_or(if a.burstiness == 1.0 { ArrivalProcess::Poisson } else { ArrivalProcess::Gamma });
+    Ok(match process {
+        ArrivalProcess::Poisson => Arrivals::Gamma { rate_per_s: rate, shape: 1.0 },
+        ArrivalProcess::Gamma => Arrivals::Gamma { rate_per_s: rate, shape: a.burstiness },
+        ArrivalProcess::Constant => Arrivals::Constant { rate_per_s: rate },
+    })
+}
+
+fn parse_percentiles(s: &str) -> Result<Vec<f64>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.parse::<f64>() {
+            Ok(p) if p > 0.0 && p <= 100.0 => out.push(p),
+            _ => return Err(format!("--percentiles: '{part}' is not a percentile in (0, 100]")),
+        }
+    }
+    if out.is_empty() {
+        return Err("--percentiles needs at least one value".into());
+    }
+    Ok(out)
+}
+
+fn parse_percentile_metrics(s: &str) -> Result<Vec<String>, String> {
+    let names: Vec<String> = s.split(',').map(str::trim).filter(|m| !m.is_empty()).map(String::from).collect();
+    if let Some(bad) = names.iter().find(|m| !PERCENTILE_METRICS.contains(&m.as_str())) {
+        return Err(format!("--percentile-metrics: unknown metric '{bad}' (one of {})", PERCENTILE_METRICS.join(",")));
+    }
+    if names.is_empty() {
+        return Err("--percentile-metrics needs at least one metric".into());
+    }
+    Ok(names)
+}
+
+fn parse_slo(s: &str) -> Result<Slo, String> {
+    let (key, value) = s.split_once(':').ok_or_else(|| format!("--goodput: '{s}' is not KEY:MS"))?;
+    let metric = match key {
+        "ttft" => SloMetric::Ttft,
+        "tpot" => SloMetric::Tpot,
+        "e2el" => SloMetric::E2el,
+        _ => return Err(format!("--goodput: unknown metric '{key}' (ttft, tpot or e2el)")),
+    };
+    match value.parse::<f64>() {
+        Ok(limit_ms) if limit_ms >= 0.0 && limit_ms.is_finite() => Ok(Slo { metric, limit_ms }),
+        _ => Err(format!("--goodput: '{value}' is not a number of milliseconds")),
+    }
+}
+
+/// "2,3,6-7" → [Some(2), Some(3), Some(6), Some(7)]; none given → one unpinned thread.
+pub fn parse_cpu_list(s: Option<&str>) -> Result<Vec<Option<usize>>, String> {
+    let Some(s) = s else { return Ok(vec![None]) };
+    let mut cpus = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("--client-cores: '{part}' is not a CPU number or range");
+        let (first, last) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<usize>().map_err(|_| bad())?, b.parse::<usize>().map_err(|_| bad())?),
+            None => {
+                let c = part.parse::<usize>().map_err(|_| bad())?;
+                (c, c)
+            }
+        };
+        if first > last || last >= libc::CPU_SETSIZE as usize {
+            return Err(bad());
+        }
+        cpus.extend((first..=last).map(Some));
+    }
+    if cpus.is_empty() {
+        return Err("--client-cores names no CPU".into());
+    }
+    Ok(cpus)
+}
+
+fn parse_pair(s: &str, flag: &str) -> Result<(String, String), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("{flag}: '{s}' is not KEY=VALUE"))?;
+    let key = k.trim();
+    if key.is_empty() || key.contains(['\r', '\n', ':']) || v.contains(['\r', '\n']) {
+        return Err(format!("{flag}: '{s}' is not a valid KEY=VALUE"));
+    }
+    Ok((key.to_string(), v.trim().to_string()))
+}
+
+fn parse_extra_body(s: Option<&str>) -> Result<Option<serde_json::Map<String, serde_json::Value>>, String> {
+    let Some(s) = s else { return Ok(None) };
+    match serde_json::from_str::<serde_json::Value>(s) {
+        Ok(serde_json::Value::Object(map)) => Ok(Some(map)),
+        Ok(_) => Err("--extra-body must be a JSON object".into()),
+        Err(e) => Err(format!("--extra-body is not valid JSON: {e}")),
+    }
+}
+
+/// The sampling flags' fields with --extra-body over them (vLLM's order of precedence).
+fn request_extras(a: &BenchArgs) -> Result<Option<serde_json::Map<String, serde_json::Value>>, String> {
+    let mut fields = a.sampling.body_fields();
+    fields.extend(parse_extra_body(a.extra_body.as_deref())?.unwrap_or_default());
+    Ok((!fields.is_empty()).then_some(fields))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::tests::args as parsed;
+
+    #[test]
+    fn cpu_lists() {
+        let cases: &[(&str, Option<Vec<usize>>)] = &[
+            ("1", Some(vec![1])),
+            ("0,2-4", Some(vec![0, 2, 3, 4])),
+            (" 3 , 5 ", Some(vec![3, 5])),
+            ("4-2", None),
+            ("x", None),
+            ("", None),
+        ];
+        for (input, want) in cases {
+            let got = parse_cpu_list(Some(input)).ok().map(|v| v.into_iter().flatten().collect::<Vec<_>>());
+            assert_eq!(&got, want, "{input}");
+        }
+        assert_eq!(parse_cpu_list(None), Ok(vec![None]));
+    }
+
+    #[test]
+    fn slos_and_percentiles() {
+        assert_eq!(parse_slo("ttft:100"), Ok(Slo { metric: SloMetric::Ttft, limit_ms: 100.0 }));
+        assert_eq!(parse_slo("e2el:2.5"), Ok(Slo { metric: SloMetric::E2el, limit_ms: 2.5 }));
+        assert!(parse_slo("itl:5").is_err());
+        assert!(parse_slo("tpot").is_err());
+        assert_eq!(parse_percentiles("50,90,99,99.9"), Ok(vec![50.0, 90.0, 99.0, 99.9]));
+        assert!(parse_percentiles("0").is_err());
+        assert!(parse_percentiles("101").is_err());
+    }
+
+    #[test]
+    fn vllm_general_flags_map_as_vllm_maps_them() {
+        // (flags, random_input_len, random_output_len, sharegpt, custom, prefix output, ignore_eos)
+        type Want = (usize, usize, Option<usize>, Option<i64>, Option<usize>, bool);
+        let cases: &[(&[&str], Want)] = &[
+            (&[], (1024, 128, None, None, None, true)),
+            (&["--input-len", "7", "--output-len", "3"], (7, 3, Some(3), Some(3), Some(3), true)),
+            (
+                &["--dataset-name", "prefix_repetition", "--output-len", "5"],
+                (1024, 5, Some(5), Some(5), Some(5), false),
+            ),
+            (&["--dataset-name", "custom", "--dataset-path", "x"], (1024, 128, None, None, None, false)),
+        ];
+        for (argv, want) in cases {
+            let a = parsed(argv).vllm_resolved();
+            let got = (
+                a.random_input_len,
+                a.random_output_len,
+                a.sharegpt_output_len,
+                a.custom_output_len,
+                a.prefix_repetition_output_len,
+                a.ignore_eos,
+            );
+            assert_eq!(&got, want, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn range_ratios_and_sampling_fields() {
+        let cases: &[(&str, Option<(f64, f64)>)] = &[
+            ("0.25", Some((0.25, 0.25))),
+            (r#"{"input": 0.3, "output": 0.5}"#, Some((0.3, 0.5))),
+            (r#"{"output": 0.5}"#, Some((0.0, 0.5))),
+            ("1.0", None),
+            (r#"{"input": "x"}"#, None),
+            ("wide", None),
+        ];
+        for (s, want) in cases {
+            assert_eq!(parse_range_ratio(s).ok().map(|r| (r.input, r.output)), *want, "{s}");
+        }
+        let a = parsed(&["--temperature", "0", "--top-k", "-1", "--extra-body", r#"{"temperature": 0.5}"#]);
+        let extras = request_extras(&a).ok().flatten().unwrap_or_default();
+        assert_eq!(serde_json::Value::Object(extras), serde_json::json!({"temperature": 0.5, "top_k": -1}));
+    }
+
+    #[test]
+    fn pairs_and_extra_body() {
+        assert_eq!(parse_pair("X-A=b=c", "--header"), Ok(("X-A".into(), "b=c".into())));
+        assert!(parse_pair("novalue", "--header").is_err());
+        assert!(parse_pair("a=b\r\nc", "--header").is_err());
+        assert!(parse_extra_body(Some("[1]")).is_err());
+        assert_eq!(parse_extra_body(Some(r#"{"temperature":0}"#)).map(|m| m.map(|m| m.len())), Ok(Some(1)));
+    }
+}

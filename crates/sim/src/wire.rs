@@ -1,0 +1,351 @@
+//! The engine's side of the vLLM wire: decode what a front end sends (independently of the
+//! gateway's encoder, with a generic msgpack walk, so each checks the other), encode outputs.
+
+use shardgate_wire::msgpack::{DecodeResult, Kind, Reader, Writer};
+
+/// The parts of an `EngineCoreRequest` the simulator acts on.
+#[derive(Debug, Clone, Default)]
+pub struct AddRequest {
+    pub request_id: String,
+    pub prompt: Vec<u32>,
+    pub client_index: usize,
+    pub max_tokens: Option<u32>,
+    pub min_tokens: u32,
+    pub stop_token_ids: Vec<u32>,
+    pub eos_token_id: Option<u32>,
+    pub ignore_eos: bool,
+    pub seed: Option<i64>,
+    pub temperature: f64,
+    pub top_p: f64,
+    pub logprobs: Option<i64>,
+    pub prompt_logprobs: Option<i64>,
+    /// TokenSpeed only: the output cadence (`stream`, `stream_interval`; 0 = the server's 1)
+    /// and the sampled-token logprob switch.
+    pub stream: bool,
+    pub stream_interval: u32,
+    pub return_logprob: bool,
+    /// vLLM `structured_outputs`, its non-nil keys (the simulator records, never enforces).
+    pub structured_outputs: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Decodes an ADD payload. Errors are what would kill a real engine's input thread.
+pub fn decode_add(payload: &[u8]) -> Result<AddRequest, String> {
+    decode_add_inner(payload).map_err(|e| e.to_string()).and_then(|r| {
+        if let Some(so) = &r.structured_outputs {
+            let kinds = ["json", "regex", "choice", "grammar", "json_object", "structural_tag"];
+            let set = kinds.iter().filter(|k| so.contains_key(**k)).count();
+            if set != 1 {
+                return Err(format!("structured outputs need exactly one constraint, got {set}"));
+            }
+            if !so.contains_key("_backend") {
+                return Err("structured outputs without a _backend".into());
+            }
+        }
+        // vLLM re-runs SamplingParams validation while decoding; mirror the fatal ones.
+        if !(r.top_p > 0.0 && r.top_p <= 1.0) {
+            return Err(format!("top_p must be in (0, 1], got {}", r.top_p));
+        }
+        if !(0.0..=2.0).contains(&r.temperature) {
+            return Err(format!("temperature must be in [0, 2], got {}", r.temperature));
+        }
+        Ok(r)
+    })
+}
+
+fn decode_add_inner(payload: &[u8]) -> DecodeResult<AddRequest> {
+    let mut r = Reader::new(payload);
+    let n = r.array_len()?;
+    let mut req = AddRequest { temperature: 1.0, top_p: 1.0, max_tokens: Some(16), ..Default::default() };
+    for i in 0..n {
+        match i {
+            0 => req.request_id = r.str()?.to_string(),
+            1 => {
+                let k = r.array_len()?;
+                for _ in 0..k {
+                    req.prompt.push(r.u32()?);
+                }
+            }
+            3 => decode_sampling(&mut r, &mut req)?,
+            11 => req.client_index = r.u64()? as usize,
+            _ => r.skip()?,
+        }
+    }
+    Ok(req)
+}
+
+fn decode_sampling(r: &mut Reader<'_>, req: &mut AddRequest) -> DecodeResult<()> {
+    let n = r.map_len()?;
+    for _ in 0..n {
+        let key = r.str()?;
+        let nil = r.peek_kind()? == Kind::Nil;
+        match key {
+            "max_tokens" if nil => {
+                r.skip()?;
+                req.max_tokens = None;
+            }
+            "max_tokens" => req.max_tokens = Some(r.u32()?),
+            "min_tokens" => req.min_tokens = r.u32()?,
+            "stop_token_ids" => req.stop_token_ids = ids(r)?,
+            "_eos_token_id" if !nil => req.eos_token_id = Some(r.u32()?),
+            "ignore_eos" => req.ignore_eos = r.bool()?,
+            "seed" if !nil => req.seed = Some(r.i64()?),
+            "temperature" => req.temperature = r.f64()?,
+            "top_p" => req.top_p = r.f64()?,
+            "logprobs" if !nil => req.logprobs = Some(r.i64()?),
+            "prompt_logprobs" if !nil => req.prompt_logprobs = Some(r.i64()?),
+            "structured_outputs" if !nil => req.structured_outputs = Some(decode_structured_outputs(r)?),
+            _ => r.skip()?,
+        }
+    }
+    Ok(())
+}
+
+fn decode_structured_outputs(r: &mut Reader<'_>) -> DecodeResult<serde_json::Map<String, serde_json::Value>> {
+    use serde_json::Value;
+    let n = r.map_len()?;
+    let mut out = serde_json::Map::new();
+    for _ in 0..n {
+        let key = r.str()?.to_string();
+        let v = match r.peek_kind()? {
+            Kind::Nil => {
+                r.skip()?;
+                continue;
+            }
+            Kind::Str => Value::String(r.str()?.to_string()),
+            Kind::Bool => Value::Bool(r.bool()?),
+            Kind::Array => {
+                let k = r.array_len()?;
+                Value::Array((0..k).map(|_| r.str().map(|s| Value::String(s.to_string()))).collect::<Result<_, _>>()?)
+            }
+            _ => {
+                r.skip()?;
+                Value::Bool(true)
+            }
+        };
+        out.insert(key, v);
+    }
+    Ok(out)
+}
+
+fn ids(r: &mut Reader<'_>) -> DecodeResult<Vec<u32>> {
+    if r.try_nil()? {
+        return Ok(Vec::new());
+    }
+    let n = r.array_len()?;
+    (0..n).map(|_| r.u32()).collect()
+}
+
+pub fn decode_abort(payload: &[u8]) -> Result<Vec<String>, String> {
+    let mut r = Reader::new(payload);
+    let n = r.array_len().map_err(|e| e.to_string())?;
+    (0..n).map(|_| r.str().map(str::to_string).map_err(|e| e.to_string())).collect()
+}
+
+/// `[client_index, call_id, method, args]`.
+pub fn decode_utility(payload: &[u8]) -> Result<(usize, u64, String), String> {
+    let mut r = Reader::new(payload);
+    let go = |r: &mut Reader<'_>| -> DecodeResult<(usize, u64, String)> {
+        r.array_len()?;
+        let client = r.u64()? as usize;
+        let call = r.u64()?;
+        let method = r.str()?.to_string();
+        r.skip()?;
+        Ok((client, call, method))
+    };
+    go(&mut r).map_err(|e| e.to_string())
+}
+
+/// One request's output in a step.
+pub struct StepOutput<'a> {
+    pub request_id: &'a str,
+    pub tokens: &'a [u32],
+    /// (finish code, stop token id) when this is the last output.
+    pub finish: Option<(u8, Option<u32>)>,
+    pub cached_tokens: Option<u32>,
+    /// Top-k logprobs to attach (fake but well-formed), when asked.
+    pub logprobs: Option<usize>,
+    /// Prompt logprobs (top-k) for the whole prompt, on the first output.
+    pub prompt_logprobs: Option<(&'a [u32], usize)>,
+}
+
+pub struct Load {
+    pub running: usize,
+    pub waiting: usize,
+    pub kv_cache_usage: f64,
+    pub step: u64,
+}
+
+/// An `EngineCoreOutputs` batch in the 0.33 layout.
+/// An output batch with no outputs that tells client 0 a DP wave finished (MoE groups).
+pub fn encode_wave_complete(engine_index: u32, wave: u64, timestamp: f64, out: &mut Vec<u8>) {
+    let mut w = Writer::new(out);
+    w.array(9);
+    w.uint(engine_index as u64);
+    w.array(0);
+    w.nil(); // scheduler_stats
+    w.f64(timestamp);
+    w.nil(); // utility_output
+    w.nil(); // finished_requests
+    w.uint(wave); // wave_complete
+    w.nil(); // start_wave
+    w.str("default");
+}
+
+/// Decodes START_DP_WAVE: `[wave, exclude_engine_index | nil]`.
+pub fn decode_start_dp_wave(payload: &[u8]) -> Result<(u64, Option<u64>), String> {
+    let mut r = shardgate_wire::msgpack::Reader::new(payload);
+    let n = r.array_len().map_err(|e| e.to_string())?;
+    if n != 2 {
+        return Err(format!("START_DP_WAVE with {n} elements"));
+    }
+    let wave = r.u64().map_err(|e| e.to_string())?;
+    let exclude =
+        if r.try_nil().map_err(|e| e.to_string())? { None } else { Some(r.u64().map_err(|e| e.to_string())?) };
+    Ok((wave, exclude))
+}
+
+pub fn encode_batch(engine_index: u32, outputs: &[StepOutput<'_>], load: &Load, timestamp: f64, out: &mut Vec<u8>) {
+    let mut w = Writer::new(out);
+    w.array(9);
+    w.uint(engine_index as u64);
+    w.array(outputs.len());
+    for o in outputs {
+        encode_output(&mut w, o);
+    }
+    w.map_wide(6);
+    w.str("num_running_reqs");
+    w.uint(load.running as u64);
+    w.str("num_waiting_reqs");
+    w.uint(load.waiting as u64);
+    w.str("num_skipped_waiting_reqs");
+    w.uint(0);
+    w.str("step_counter");
+    w.uint(load.step);
+    w.str("current_wave");
+    w.uint(0);
+    w.str("kv_cache_usage");
+    w.f64(load.kv_cache_usage);
+    w.f64(timestamp);
+    for _ in 0..4 {
+        w.nil(); // utility_output, finished_requests, wave_complete, start_wave
+    }
+    w.str("default");
+}
+
+fn encode_output(w: &mut Writer<'_>, o: &StepOutput<'_>) {
+    w.array_wide(19);
+    w.str(o.request_id);
+    w.array(o.tokens.len());
+    for &t in o.tokens {
+        w.uint(t as u64);
+    }
+    match o.logprobs {
+        Some(k) => encode_logprobs(w, o.tokens, k),
+        None => w.nil(),
+    }
+    match o.prompt_logprobs {
+        // LogprobsTensors: torch dtype names, the actual prompt token in column 0.
+        Some((prompt, k)) if prompt.len() > 1 => {
+            encode_logprobs_as(w, &prompt[1..], k, ("int32", "float32", "int32"), 5)
+        }
+        _ => w.nil(),
+    }
+    w.nil(); // pooling
+    match o.finish {
+        Some((code, stop)) => {
+            w.uint(code as u64);
+            match stop {
+                Some(id) => w.uint(id as u64),
+                None => w.nil(),
+            }
+        }
+        None => {
+            w.nil();
+            w.nil();
+        }
+    }
+    for _ in 7..11 {
+        w.nil(); // events, kv/ec transfer params, trace headers
+    }
+    match o.cached_tokens {
+        Some(c) => {
+            w.map(2);
+            w.str("num_prompt_tokens");
+            w.uint(0);
+            w.str("num_cached_tokens");
+            w.uint(c as u64);
+        }
+        None => w.nil(),
+    }
+    w.nil(); // routed experts
+    w.uint(0); // num_nans_in_logits
+    for _ in 14..19 {
+        w.nil();
+    }
+}
+
+/// `LogprobsLists` with ext-3 inline buffers: the sampled token at rank 1 with logprob
+/// -0.5·(1 + position), then k alternatives with decreasing logprobs.
+fn encode_logprobs(w: &mut Writer<'_>, tokens: &[u32], k: usize) {
+    encode_logprobs_as(w, tokens, k, ("<i4", "<f4", "<i8"), 4)
+}
+
+/// Logprobs rows in either layout: `LogprobsLists` (numpy dtypes, 4 fields, i64 ranks) or
+/// `LogprobsTensors` (torch dtypes, 5 fields, i32 ranks).
+fn encode_logprobs_as(w: &mut Writer<'_>, tokens: &[u32], k: usize, dtypes: (&str, &str, &str), fields: usize) {
+    let rows = tokens.len();
+    let cols = k + 1;
+    let mut ids = Vec::with_capacity(rows * cols * 4);
+    let mut lps = Vec::with_capacity(rows * cols * 4);
+    let mut ranks = Vec::with_capacity(rows * 8);
+    for (row, &t) in tokens.iter().enumerate() {
+        ids.extend_from_slice(&(t as i32).to_le_bytes());
+        lps.extend_from_slice(&(-0.5f32 * (1.0 + row as f32)).to_le_bytes());
+        for c in 0..k {
+            let alt = if c == 0 { t } else { t.wrapping_add(c as u32) % 1000 + 10 };
+            ids.extend_from_slice(&(alt as i32).to_le_bytes());
+            lps.extend_from_slice(&(-0.5f32 * (1.0 + row as f32) - c as f32).to_le_bytes());
+        }
+        if dtypes.2 == "<i8" {
+            ranks.extend_from_slice(&1i64.to_le_bytes());
+        } else {
+            ranks.extend_from_slice(&1i32.to_le_bytes());
+        }
+    }
+    w.array(fields);
+    ndarray(w, dtypes.0, &[rows, cols], &ids);
+    ndarray(w, dtypes.1, &[rows, cols], &lps);
+    ndarray(w, dtypes.2, &[rows], &ranks);
+    for _ in 3..fields {
+        w.nil();
+    }
+}
+
+fn ndarray(w: &mut Writer<'_>, dtype: &str, shape: &[usize], data: &[u8]) {
+    w.array(3);
+    w.str(dtype);
+    w.array(shape.len());
+    for &d in shape {
+        w.uint(d as u64);
+    }
+    w.ext(3, data);
+}
+
+/// A utility reply: outputs empty, `utility_output = [call_id, nil, [nil, result]]`.
+pub fn encode_utility_reply(call_id: u64, result_bool: bool, timestamp: f64, out: &mut Vec<u8>) {
+    let mut w = Writer::new(out);
+    w.array(9);
+    w.uint(0);
+    w.array(0);
+    w.nil();
+    w.f64(timestamp);
+    w.array(3);
+    w.uint(call_id);
+    w.nil();
+    w.array(2);
+    w.nil();
+    w.bool(result_bool);
+    for _ in 5..9 {
+        w.nil();
+    }
+}

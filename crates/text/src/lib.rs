@@ -1,0 +1,14 @@
+//! Everything the engine never sees: tokenizer, chat template, incremental detokenization and
+//! stop strings. Pure and synchronous: these modules do no I/O after loading and know nothing
+//! about HTTP, shards or engines.
+
+pub mod assets;
+pub mod demo_model;
+pub mod detokenize;
+pub mod limits;
+pub mod model;
+pub mod stops;
+pub mod template;
+pub mod tokenizer;
+
+pub use model::ModelAssets;
