@@ -51,6 +51,15 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// How many client socket pairs a worker of this backend gets with `shards` shards: vLLM's
+    /// engine serves one pair per client (each shard is one), TokenSpeed's one pair in all.
+    pub fn socket_pairs(self, shards: usize) -> usize {
+        match self {
+            Backend::Vllm => shards,
+            Backend::Tokenspeed => 1,
+        }
+    }
+
     /// The `runtime_type` name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -329,7 +338,7 @@ impl Config {
             return Err(format!("--shards must be between 1 and 1024, got {shards}"));
         }
         let worker_socket_root = socket_root(a.worker_socket_root.as_deref())?;
-        let pairs = crate::engine::zmq::handshake::pair_count(backend, shards);
+        let pairs = backend.socket_pairs(shards);
         let mut workers: Vec<WorkerConfig> = Vec::with_capacity(a.worker_urls.len());
         for url in &a.worker_urls {
             let refused = |reason: String| format!("Failed job: type=AddWorker, worker={url}: {reason}");

@@ -58,7 +58,7 @@ pub fn run(config: Config) -> Result<(), String> {
             })
             .map_err(|e| format!("cannot start the model loader: {e}"))?;
     }
-    shard::run(shared)
+    shard::run(shared, shard_main)
 }
 
 /// The shards share their port with SO_REUSEPORT, which would let a second gateway (or our own
@@ -80,4 +80,21 @@ fn ensure_port_free(host: &str, port: u16, flag: &str) -> Result<(), String> {
             Err(e) => return Err(format!("cannot listen on {host}:{port} ({flag}): {e}")),
         }
     }
+}
+
+/// A shard's main task: mailbox, (on shard 0) the configured workers, and the HTTP listener.
+async fn shard_main(shared: Arc<Shared>, index: usize) {
+    let ctx = shard::messages::start(shared.clone(), index);
+    if index == 0 {
+        // Configured workers were validated with the configuration; register them at once so
+        // their sockets are bound before any engine dials.
+        for w in &shared.config.workers {
+            crate::workers::jobs::register(&ctx, w.clone(), crate::workers::WorkerMeta::default());
+        }
+        crate::metrics::server::spawn(ctx.clone());
+    }
+    crate::http::server::serve(ctx).await;
+    // The listener closed for shutdown; connections, streams and engine links live on as tasks
+    // of this runtime until the process exits.
+    std::future::pending::<()>().await;
 }

@@ -11,6 +11,7 @@ a parent's `pub use child::X` is. Test code counts too: a test that imports upwa
     tools/import_cycles.py                # every crate of the workspace
     tools/import_cycles.py --root DIR     # one source root (e.g. a planted cycle in a temp dir)
     tools/import_cycles.py --modules      # print the graph of top-level modules per crate
+    tools/import_cycles.py --self-test    # plants cycles in a temp crate: each must be found
 
 Exit status 1 and each cycle's files when there is one; 0 otherwise.
 """
@@ -238,11 +239,48 @@ def show(files, mod):
     return os.path.relpath(files[mod])
 
 
+# Planted layouts: (files, whether a cycle must be reported).
+SELF_TESTS = [
+    ({"lib.rs": "mod a; mod b;", "a.rs": "use crate::b::B; pub struct A;", "b.rs": "use crate::a::A; pub struct B;"}, True),
+    ({"lib.rs": "mod a; mod b;", "a.rs": "pub struct A; fn f() { crate::b::g(); }", "b.rs": "pub fn g() {}"}, False),
+    # Through a parent's re-export: a -> (m re-exports b's B) -> b -> a.
+    ({"lib.rs": "mod m; mod a;", "m/mod.rs": "mod b; pub use b::B;", "m/b.rs": "use crate::a::A; pub struct B;",
+      "a.rs": "use crate::m::B; pub struct A;"}, True),
+    # A child using its parent's items is nesting, not a cycle.
+    ({"lib.rs": "mod m;", "m/mod.rs": "mod c; pub use c::C; pub struct P;", "m/c.rs": "use super::P; pub struct C;"}, False),
+    # A 2018 child path in an expression, and a `use` with a group.
+    ({"lib.rs": "mod a; mod b;", "a.rs": "use crate::{b::{self, B}};", "b.rs": "pub struct B; fn f() { let _ = crate::a::x(); }"}, True),
+    # Names in comments and strings are not imports.
+    ({"lib.rs": "mod a; mod b;", "a.rs": "// crate::b::B\nconst S: &str = \"crate::b::B\";", "b.rs": "use crate::a::S;"}, False),
+]
+
+
+def self_test():
+    import tempfile
+
+    failed = 0
+    for i, (files, cyclic) in enumerate(SELF_TESTS):
+        with tempfile.TemporaryDirectory() as root:
+            for name, text in files.items():
+                os.makedirs(os.path.dirname(os.path.join(root, name)), exist_ok=True)
+                with open(os.path.join(root, name), "w", encoding="utf-8") as f:
+                    f.write(text)
+            found = bool(sccs(edges_of(scan_files(root))))
+        if found != cyclic:
+            failed += 1
+            print(f"self-test {i}: expected {'a cycle' if cyclic else 'no cycle'}, found {'one' if found else 'none'}")
+    print(f"self-test: {len(SELF_TESTS) - failed}/{len(SELF_TESTS)} planted layouts judged right")
+    return 1 if failed else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", action="append", help="a crate's source root (default: every crate)")
     ap.add_argument("--modules", action="store_true", help="print each crate's top-level module graph")
+    ap.add_argument("--self-test", action="store_true", help="check the checker on planted cycles")
     args = ap.parse_args()
+    if args.self_test:
+        return self_test()
     repo = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     roots = args.root or crate_roots(repo)
     bad = 0
@@ -267,7 +305,7 @@ def main():
                 inside = sorted(show(files, t) for t in graph[m] if t in comp)
                 print(f"  {show(files, m)} -> {', '.join(inside)}")
     if bad:
-        print(f"{bad} import cycle(s)", file=sys.stderr)
+        print(f"{bad} import cycle(s)")
         return 1
     print(f"no import cycles in {len(roots)} source roots")
     return 0

@@ -27,6 +27,10 @@ limited() {
 step "format"
 cargo fmt --all -- --check
 
+step "no import cycles inside any crate (the checker first checks itself on planted cycles)"
+python3 tools/import_cycles.py --self-test
+python3 tools/import_cycles.py
+
 step "build (release)"
 limited 1800 cargo build --release
 

@@ -20,8 +20,6 @@ use crossbeam::queue::SegQueue;
 
 use crate::config::Admission as AdmissionConfig;
 use crate::error::ApiError;
-use crate::shard::mailbox::ShardMsg;
-use crate::shard::{ShardCtx, Shared};
 use shardgate_util::signal::LocalSignal;
 
 /// A queued request: its shard and its id there.
@@ -31,9 +29,13 @@ struct Waiter {
     id: u64,
 }
 
+/// Hands a freed slot to a waiter queued on `shard` (posts it to that shard's mailbox).
+pub type Notify = Box<dyn Fn(usize, u64) + Send + Sync>;
+
 /// The process-wide state (in `Shared`).
 pub struct Admission {
     config: AdmissionConfig,
+    notify: Notify,
     running: AtomicUsize,
     queued: AtomicUsize,
     waiters: SegQueue<Waiter>,
@@ -43,9 +45,10 @@ pub struct Admission {
 }
 
 impl Admission {
-    pub fn new(config: AdmissionConfig) -> Self {
+    pub fn new(config: AdmissionConfig, notify: Notify) -> Self {
         Admission {
             config,
+            notify,
             running: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
             waiters: SegQueue::new(),
@@ -71,11 +74,11 @@ impl Admission {
     }
 
     /// Gives up a slot: to the oldest waiter if there is one, else back to the pool.
-    fn release(&self, shared: &Shared) {
+    fn release(&self) {
         let Some(limit) = self.limit() else { return };
         loop {
             if let Some(w) = self.waiters.pop() {
-                shared.mailboxes[w.shard].post(ShardMsg::Grant(w.id));
+                (self.notify)(w.shard, w.id);
                 return;
             }
             self.running.fetch_sub(1, Ordering::SeqCst);
@@ -98,33 +101,32 @@ pub struct LocalWaiters {
 
 impl LocalWaiters {
     /// A `Grant` arrived: wake its waiter, or pass the slot on if the waiter left.
-    pub fn grant(&self, shared: &Shared, id: u64) {
+    pub fn grant(&self, admission: &Admission, id: u64) {
         match self.waiting.borrow_mut().remove(&id) {
             Some(signal) => signal.raise(),
-            None => shared.admission.release(shared),
+            None => admission.release(),
         }
     }
 }
 
 /// A held slot; dropping it frees the slot.
 pub struct Permit {
-    shared: Option<Arc<Shared>>,
+    admission: Option<Arc<Admission>>,
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        if let Some(shared) = self.shared.take() {
-            shared.admission.release(&shared);
+        if let Some(a) = self.admission.take() {
+            a.release();
         }
     }
 }
 
 /// Waits for a slot. Errors are the 429 / 503 to send.
-pub async fn acquire(ctx: &ShardCtx) -> Result<Permit, ApiError> {
-    let shared = &ctx.shared;
-    let a = &shared.admission;
-    let Some(limit) = a.limit() else { return Ok(Permit { shared: None }) };
-    let granted = || Ok(Permit { shared: Some(shared.clone()) });
+/// `waiters` and `shard` are the calling shard's.
+pub async fn acquire(a: &Arc<Admission>, waiters: &LocalWaiters, shard: usize) -> Result<Permit, ApiError> {
+    let Some(limit) = a.limit() else { return Ok(Permit { admission: None }) };
+    let granted = || Ok(Permit { admission: Some(a.clone()) });
     if a.try_take(limit) {
         return granted();
     }
@@ -139,13 +141,12 @@ pub async fn acquire(ctx: &ShardCtx) -> Result<Permit, ApiError> {
             1,
         ));
     }
-    let waiters = &ctx.admission_waiters;
     let id = waiters.next_id.get();
     waiters.next_id.set(id + 1);
     let signal = Rc::new(LocalSignal::default());
     waiters.waiting.borrow_mut().insert(id, signal.clone());
-    let mut wait = Wait { shared, waiters, id, settled: false };
-    a.waiters.push(Waiter { shard: ctx.index, id });
+    let mut wait = Wait { admission: a, waiters, id, settled: false };
+    a.waiters.push(Waiter { shard, id });
     fence(Ordering::SeqCst);
     if a.try_take(limit) {
         // Our queue entry stays behind; its grant finds no waiter and is released again.
@@ -174,7 +175,7 @@ pub async fn acquire(ctx: &ShardCtx) -> Result<Permit, ApiError> {
 /// A request in the queue. Keeps `queued` right however the wait ends, and if the request is
 /// dropped while waiting, withdraws it (or frees the slot a grant already gave it).
 struct Wait<'a> {
-    shared: &'a Arc<Shared>,
+    admission: &'a Admission,
     waiters: &'a LocalWaiters,
     id: u64,
     /// The outcome was taken over by `acquire` (a permit or an error).
@@ -183,9 +184,9 @@ struct Wait<'a> {
 
 impl Drop for Wait<'_> {
     fn drop(&mut self) {
-        self.shared.admission.queued.fetch_sub(1, Ordering::SeqCst);
+        self.admission.queued.fetch_sub(1, Ordering::SeqCst);
         if !self.settled && self.waiters.waiting.borrow_mut().remove(&self.id).is_none() {
-            self.shared.admission.release(self.shared);
+            self.admission.release();
         }
     }
 }

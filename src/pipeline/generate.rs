@@ -74,7 +74,7 @@ pub struct Generation {
 
 /// Waits for an admission slot; on refusal answers the client (429/503) and returns `None`.
 pub async fn admit(ctx: &ShardCtx, endpoint: Endpoint, r: &mut Responder<'_>) -> Option<super::admission::Permit> {
-    match super::admission::acquire(ctx).await {
+    match super::admission::acquire(&ctx.shared.admission, &ctx.admission_waiters, ctx.index).await {
         Ok(permit) => Some(permit),
         Err(e) => {
             ctx.metrics().error(endpoint, ErrorType::of(&e));

@@ -16,7 +16,27 @@ pub mod cache_aware;
 pub mod policy;
 mod prefix_tree;
 pub mod rank_load;
+mod simple;
 
 pub use cache_aware::{CacheAwareConfig, CacheAwarePolicy};
-pub use policy::{new_policy, new_policy_seeded, Candidate, Policy, PolicyKind, UnknownPolicy};
+pub use policy::{Candidate, Policy, PolicyKind, UnknownPolicy};
 pub use rank_load::{score, RankLoad, RankOutOfRange, RankTable};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// A policy seeded from the OS (so shards and gateways do not move in lockstep).
+pub fn new_policy(kind: PolicyKind, config: &CacheAwareConfig) -> Box<dyn Policy> {
+    new_policy_seeded(kind, config, rand::rng().random())
+}
+
+/// A policy with a fixed seed for its random choices (tests, simulations, benchmarks).
+pub fn new_policy_seeded(kind: PolicyKind, config: &CacheAwareConfig, seed: u64) -> Box<dyn Policy> {
+    match kind {
+        PolicyKind::RoundRobin => Box::new(simple::RoundRobin { next_index: 0 }),
+        PolicyKind::Random => Box::new(simple::Random { rng: SmallRng::seed_from_u64(seed) }),
+        PolicyKind::PowerOfTwo => Box::new(simple::PowerOfTwo { rng: SmallRng::seed_from_u64(seed) }),
+        PolicyKind::LeastLoad => Box::new(simple::LeastLoad { cursor: 0 }),
+        PolicyKind::CacheAware => Box::new(CacheAwarePolicy::new(config)),
+    }
+}

@@ -19,11 +19,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
-
-use super::cache_aware::{CacheAwareConfig, CacheAwarePolicy};
-
 /// A worker the policy may pick. A grouped worker (several engine ranks) is one candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Candidate {
@@ -111,26 +106,10 @@ impl FromStr for PolicyKind {
     }
 }
 
-/// A policy seeded from the OS (so shards and gateways do not move in lockstep).
-pub fn new_policy(kind: PolicyKind, config: &CacheAwareConfig) -> Box<dyn Policy> {
-    new_policy_seeded(kind, config, rand::rng().random())
-}
-
-/// A policy with a fixed seed for its random choices (tests, simulations, benchmarks).
-pub fn new_policy_seeded(kind: PolicyKind, config: &CacheAwareConfig, seed: u64) -> Box<dyn Policy> {
-    match kind {
-        PolicyKind::RoundRobin => Box::new(RoundRobin { next_index: 0 }),
-        PolicyKind::Random => Box::new(Random { rng: SmallRng::seed_from_u64(seed) }),
-        PolicyKind::PowerOfTwo => Box::new(PowerOfTwo { rng: SmallRng::seed_from_u64(seed) }),
-        PolicyKind::LeastLoad => Box::new(LeastLoad { cursor: 0 }),
-        PolicyKind::CacheAware => Box::new(CacheAwarePolicy::new(config)),
-    }
-}
-
 /// The index of the lowest `key(candidate)`, scanning from `*cursor` in rotation order so that
 /// ties go to the first at or after the cursor; moves the cursor past the pick. `candidates` must
 /// not be empty.
-pub(crate) fn lowest_rotating<K: PartialOrd>(
+pub(super) fn lowest_rotating<K: PartialOrd>(
     candidates: &[Candidate],
     cursor: &mut usize,
     mut key: impl FnMut(usize, &Candidate) -> K,
@@ -149,86 +128,6 @@ pub(crate) fn lowest_rotating<K: PartialOrd>(
     }
     *cursor = best_index + 1;
     best_index
-}
-
-struct RoundRobin {
-    next_index: usize,
-}
-
-impl Policy for RoundRobin {
-    fn kind(&self) -> PolicyKind {
-        PolicyKind::RoundRobin
-    }
-
-    fn select(&mut self, candidates: &[Candidate], _tokens: &[u32]) -> Option<usize> {
-        if candidates.is_empty() {
-            return None;
-        }
-        // Modulo rather than wrap-at-len: the candidate list can shrink between calls.
-        let index = self.next_index % candidates.len();
-        self.next_index = index + 1;
-        Some(index)
-    }
-}
-
-struct Random {
-    rng: SmallRng,
-}
-
-impl Policy for Random {
-    fn kind(&self) -> PolicyKind {
-        PolicyKind::Random
-    }
-
-    fn select(&mut self, candidates: &[Candidate], _tokens: &[u32]) -> Option<usize> {
-        if candidates.is_empty() {
-            return None;
-        }
-        Some(self.rng.random_range(0..candidates.len()))
-    }
-}
-
-struct PowerOfTwo {
-    rng: SmallRng,
-}
-
-impl Policy for PowerOfTwo {
-    fn kind(&self) -> PolicyKind {
-        PolicyKind::PowerOfTwo
-    }
-
-    fn select(&mut self, candidates: &[Candidate], _tokens: &[u32]) -> Option<usize> {
-        match candidates.len() {
-            0 => None,
-            1 => Some(0),
-            count => {
-                // Two distinct indices: draw the second from count − 1 and skip over the first.
-                let first = self.rng.random_range(0..count);
-                let mut second = self.rng.random_range(0..count - 1);
-                if second >= first {
-                    second += 1;
-                }
-                Some(if candidates[second].load < candidates[first].load { second } else { first })
-            }
-        }
-    }
-}
-
-struct LeastLoad {
-    cursor: usize,
-}
-
-impl Policy for LeastLoad {
-    fn kind(&self) -> PolicyKind {
-        PolicyKind::LeastLoad
-    }
-
-    fn select(&mut self, candidates: &[Candidate], _tokens: &[u32]) -> Option<usize> {
-        if candidates.is_empty() {
-            return None;
-        }
-        Some(lowest_rotating(candidates, &mut self.cursor, |_, candidate| candidate.load))
-    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! distribution over many seeded picks.
 
 use super::*;
+use crate::routing::{new_policy, new_policy_seeded, CacheAwareConfig};
 
 fn candidates(loads: &[u64]) -> Vec<Candidate> {
     loads.iter().enumerate().map(|(index, &load)| Candidate { key: 100 + index as u64, load }).collect()

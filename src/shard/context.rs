@@ -3,7 +3,6 @@
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
@@ -12,9 +11,9 @@ use super::mailbox::{Mailbox, ShardMsg};
 use crate::config::Config;
 use crate::engine::zmq::connection::EngineLink;
 use crate::metrics::ShardMetrics;
+use crate::pipeline::admission::{Admission, LocalWaiters};
 use crate::routing::{new_policy, Candidate, Policy};
 use crate::workers::registry::Registry;
-use crate::workers::{jobs, WorkerMeta};
 use shardgate_text::template::ChatTemplate;
 use shardgate_text::tokenizer::cache::TokenizerCache;
 use shardgate_text::ModelAssets;
@@ -67,7 +66,7 @@ pub struct Shared {
     /// One set of counters per shard, each written only by its shard.
     pub metrics: Vec<crossbeam::utils::CachePadded<ShardMetrics>>,
     pub zmq: zmq::Context,
-    pub admission: crate::pipeline::admission::Admission,
+    pub admission: Arc<Admission>,
     /// Set on SIGTERM: no new requests are taken.
     pub draining: std::sync::atomic::AtomicBool,
     /// Open API connections a shard holds at most (`http::fd_budget`).
@@ -86,18 +85,27 @@ impl Shared {
             parsers.reasoning.unwrap_or("none"),
             parsers.tool.unwrap_or("none")
         );
-        Arc::new(Shared {
-            parsers: ArcSwap::from_pointee(parsers),
-            shards,
-            registry,
-            mailboxes: (0..shards).map(|_| Mailbox::default()).collect(),
-            metrics: (0..shards).map(|_| Default::default()).collect(),
-            zmq: zmq::Context::new(),
-            admission: crate::pipeline::admission::Admission::new(config.admission),
-            draining: Default::default(),
-            connections_per_shard,
-            model: OnceLock::new(),
-            config,
+        Arc::new_cyclic(|me: &std::sync::Weak<Shared>| {
+            let me = me.clone();
+            // A slot freed on one shard goes to a request waiting on another through its mailbox.
+            let notify = Box::new(move |shard: usize, id: u64| {
+                if let Some(shared) = me.upgrade() {
+                    shared.mailboxes[shard].post(ShardMsg::Grant(id));
+                }
+            });
+            Shared {
+                parsers: ArcSwap::from_pointee(parsers),
+                shards,
+                registry,
+                mailboxes: (0..shards).map(|_| Mailbox::default()).collect(),
+                metrics: (0..shards).map(|_| Default::default()).collect(),
+                zmq: zmq::Context::new(),
+                admission: Arc::new(Admission::new(config.admission, notify)),
+                draining: Default::default(),
+                connections_per_shard,
+                model: OnceLock::new(),
+                config,
+            }
         })
     }
 
@@ -134,19 +142,19 @@ pub struct ShardCtx {
     pub index: usize,
     pub shared: Arc<Shared>,
     /// This shard's connection to each worker, by worker key.
-    links: RefCell<HashMap<u64, Rc<EngineLink>>>,
+    pub(super) links: RefCell<HashMap<u64, Rc<EngineLink>>>,
     template: OnceCell<Result<Rc<ChatTemplate>, String>>,
     tokenizer_cache: RefCell<Option<TokenizerCache>>,
     /// This shard's replica policy (its state, e.g. the prefix tree, is per shard).
-    policy: RefCell<Box<dyn Policy>>,
+    pub(super) policy: RefCell<Box<dyn Policy>>,
     /// This shard's requests waiting for an admission slot.
-    pub admission_waiters: crate::pipeline::admission::LocalWaiters,
+    pub admission_waiters: LocalWaiters,
     /// Raised on shutdown: the accept loop ends.
     pub stop_accepting: shardgate_util::signal::LocalSignal,
 }
 
 impl ShardCtx {
-    pub fn new(shared: Arc<Shared>, index: usize) -> Rc<Self> {
+    pub(super) fn new(shared: Arc<Shared>, index: usize) -> Rc<Self> {
         Rc::new(ShardCtx {
             index,
             links: RefCell::new(HashMap::new()),
@@ -217,70 +225,4 @@ impl ShardCtx {
         self.metrics().tokenizer_cache(&cache.stats());
         ids
     }
-
-    fn on_message(self: &Rc<Self>, msg: ShardMsg) {
-        match msg {
-            ShardMsg::Attach { worker, epoch, sockets, engines, ranks, done } => {
-                if let Some(w) = self.shared.registry.snapshot().iter().find(|w| w.key == worker) {
-                    let silence_s = self.shared.config.engine_silence_s;
-                    match EngineLink::start(w.clone(), epoch, self.index as u32, sockets, engines, ranks, silence_s) {
-                        Ok(link) => {
-                            self.links.borrow_mut().insert(worker, link);
-                        }
-                        Err(e) => w.report_lost(epoch, &format!("shard {} cannot take its sockets: {e}", self.index)),
-                    }
-                }
-                done.fetch_sub(1, Ordering::AcqRel);
-            }
-            ShardMsg::Detach { worker, epoch, reason, done } => {
-                let mut links = self.links.borrow_mut();
-                if links.get(&worker).is_some_and(|l| l.epoch == epoch) {
-                    if let Some(link) = links.remove(&worker) {
-                        link.close(&reason);
-                    }
-                }
-                done.fetch_sub(1, Ordering::AcqRel);
-            }
-            ShardMsg::AddWorker(req, reply) => {
-                reply.send(jobs::add(self, *req).map(|w| (w.id.clone(), w.url().to_string())))
-            }
-            ShardMsg::Forget(worker) => self.policy.borrow_mut().on_removed(worker),
-            ShardMsg::Grant(id) => self.admission_waiters.grant(&self.shared, id),
-            ShardMsg::StopAccepting => self.stop_accepting.raise(),
-            ShardMsg::AbortAll => {
-                for link in self.links.borrow().values() {
-                    link.abort_all("the gateway is shutting down");
-                }
-            }
-            ShardMsg::RemoveWorker(id) => {
-                jobs::remove(self, &id);
-            }
-        }
-    }
-}
-
-/// A shard's main task: mailbox, (on shard 0) the configured workers, and the HTTP listener.
-pub async fn shard_main(shared: Arc<Shared>, index: usize) {
-    let ctx = ShardCtx::new(shared.clone(), index);
-    {
-        let ctx = ctx.clone();
-        monoio::spawn(async move {
-            loop {
-                let msg = ctx.shared.mailboxes[ctx.index].next().await;
-                ctx.on_message(msg);
-            }
-        });
-    }
-    if index == 0 {
-        // Configured workers were validated with the configuration; register them at once so
-        // their sockets are bound before any engine dials.
-        for w in &shared.config.workers {
-            jobs::register(&ctx, w.clone(), WorkerMeta::default());
-        }
-        crate::metrics::server::spawn(ctx.clone());
-    }
-    crate::http::server::serve(ctx).await;
-    // The listener closed for shutdown; connections, streams and engine links live on as tasks
-    // of this runtime until the process exits.
-    std::future::pending::<()>().await;
 }

@@ -30,7 +30,7 @@ pub enum ShardMsg {
     AbortAll,
     /// Control shard: validate and register a worker (`POST /workers`), answering the
     /// registered worker's id and URL, or why it was refused.
-    AddWorker(Box<crate::workers::jobs::AddWorker>, super::reply::ReplyTx<Result<(String, String), String>>),
+    AddWorker(Box<crate::workers::add_worker::AddWorker>, super::reply::ReplyTx<Result<(String, String), String>>),
     /// Control shard: drain and remove a worker (`DELETE /workers/{id}`).
     RemoveWorker(String),
 }

@@ -8,6 +8,7 @@
 
 pub mod context;
 pub mod mailbox;
+pub mod messages;
 pub mod reply;
 
 use std::sync::Arc;
@@ -23,12 +24,18 @@ fn driver_name() -> &'static str {
     }
 }
 
-/// Starts `shared.shards` shards and blocks until they all exit.
-pub fn run(shared: Arc<Shared>) -> Result<(), String> {
+/// Starts `shared.shards` shards, each running `main(shared, index)` on its runtime, and blocks
+/// until they all exit.
+pub fn run<F, Fut>(shared: Arc<Shared>, main: F) -> Result<(), String>
+where
+    F: Fn(Arc<Shared>, usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
     let cores = core_ids();
     let mut handles = Vec::with_capacity(shared.shards);
     for index in 0..shared.shards {
         let shared = shared.clone();
+        let main = main.clone();
         let core = cores.get(index % cores.len().max(1)).copied();
         let handle = std::thread::Builder::new()
             .name(format!("shard-{index}"))
@@ -44,7 +51,7 @@ pub fn run(shared: Arc<Shared>) -> Result<(), String> {
                     }
                 };
                 tracing::debug!("shard {index} on cpu {core:?} ({})", driver_name());
-                rt.block_on(context::shard_main(shared, index));
+                rt.block_on(main(shared, index));
             })
             .map_err(|e| format!("cannot start shard thread {index}: {e}"))?;
         handles.push(handle);

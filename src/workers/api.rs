@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use serde_json::{Map, Value};
 
-use super::jobs::AddWorker;
+use super::add_worker::AddWorker;
 use super::{Worker, WorkerMeta};
 use crate::api::fields::Body;
 use crate::error::ApiError;

@@ -9,27 +9,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::add_worker::AddWorker;
 use super::{Worker, WorkerMeta};
 use crate::config::{Backend, WorkerConfig};
-use crate::engine::zmq::handshake;
 use crate::shard::ShardCtx;
 use shardgate_parsers::{reasoning, tool};
 use shardgate_util::log_escape::Escaped;
 use shardgate_wire::sockdir;
-
-/// A worker to add, as the API (or the command line) describes it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AddWorker {
-    pub url: String,
-    pub runtime: Option<String>,
-    pub zmq_handshake_address: Option<String>,
-    pub dp_size: Option<usize>,
-    pub dp_rank: Option<i64>,
-    pub worker_type: Option<String>,
-    pub connection_mode: Option<String>,
-    pub labels: Map<String, Value>,
-    pub priority: i64,
-}
 
 /// Checks a request against the gateway and the registered workers.
 pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, WorkerMeta), String> {
@@ -81,7 +67,7 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
     if let Some(other) = registry.snapshot().iter().find(|w| sockdir::same_files(&w.config.path, &path)) {
         return Err(format!("worker {url} is already registered as {}", other.url()));
     }
-    let pairs = handshake::pair_count(backend, ctx.shared.shards);
+    let pairs = backend.socket_pairs(ctx.shared.shards);
     sockdir::check(&path, pairs, config.worker_socket_root.as_deref())?;
     let worker = WorkerConfig {
         url: format!("ipc://{path}"),

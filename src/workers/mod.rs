@@ -7,6 +7,7 @@
 //! (binding, handshake, re-binding after a loss, draining) runs on the control shard in
 //! `supervisor`; `jobs` validates and registers workers; `api` serves `/workers`.
 
+pub mod add_worker;
 pub mod api;
 pub mod jobs;
 pub mod registry;

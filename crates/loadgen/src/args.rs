@@ -594,9 +594,21 @@ fn request_extras(a: &BenchArgs) -> Result<Option<serde_json::Map<String, serde_
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::workload::tests::args as parsed;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    /// `shardgate bench` flags parsed as the command line would be (panics on a bad flag).
+    pub fn parsed(extra: &[&str]) -> BenchArgs {
+        let argv = ["bench"].iter().chain(extra).copied();
+        Cli::try_parse_from(argv).map(|c| c.args).unwrap_or_else(|e| panic!("{e}"))
+    }
 
     #[test]
     fn cpu_lists() {

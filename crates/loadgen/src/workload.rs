@@ -254,19 +254,8 @@ pub fn request_bytes(config: &BenchConfig, body: &Value, close: bool) -> Vec<u8>
 #[cfg(test)]
 pub mod tests {
     use super::*;
+    use crate::args::tests::parsed as args;
     use crate::tokenizer::tests::tiny_tokenizer;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: BenchArgs,
-    }
-
-    pub fn args(extra: &[&str]) -> BenchArgs {
-        let argv = ["bench"].iter().chain(extra).copied();
-        Cli::try_parse_from(argv).map(|c| c.args).unwrap_or_else(|e| panic!("{e}"))
-    }
 
     #[test]
     fn random_prompts_have_exact_lengths() {

@@ -55,14 +55,6 @@ impl EngineProgress {
     }
 }
 
-/// How many client socket pairs a worker of `backend` gets with `shards` shards.
-pub fn pair_count(backend: Backend, shards: usize) -> usize {
-    match backend {
-        Backend::Vllm => shards,
-        Backend::Tokenspeed => 1,
-    }
-}
-
 /// Binds and runs the handshake for `worker` with `shards` shards; its socket files must lie
 /// under `socket_root` when one is set.
 pub async fn connect(
@@ -73,7 +65,7 @@ pub async fn connect(
     socket_root: Option<&std::path::Path>,
     timeout: Duration,
 ) -> Result<Connected, String> {
-    let files = sockdir::prepare(&worker.path, pair_count(worker.backend, shards), socket_root)?;
+    let files = sockdir::prepare(&worker.path, worker.backend.socket_pairs(shards), socket_root)?;
     let handshake = zmq_ctx.socket(zmq::ROUTER).map_err(|e| format!("cannot create handshake socket: {e}"))?;
     handshake.set_linger(0).map_err(|e| e.to_string())?;
     handshake.bind(handshake_address).map_err(|e| {

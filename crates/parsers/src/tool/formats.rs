@@ -3,12 +3,12 @@
 //! are written from the models' public chat templates and reference
 //! parsers; see docs/parsers.md for examples.
 
-use super::engine::{Family, RegionDecoder, Trigger};
 use super::inkling::InklingDecoder;
 use super::json_call::{CallKeys, JsonRegion, JsonSyntax};
 use super::markup::HeaderEnd;
 use super::mistral::MistralDecoder;
 use super::python_calls::{PyShape, PySyntax, PythonCallsDecoder};
+use super::region::RegionDecoder;
 use super::tagged::{TagDecoder, TagSyntax};
 
 /// Which decoder reads a region, and with which syntax.
@@ -23,6 +23,23 @@ pub(crate) enum DecoderKind {
     InklingJson,
     InklingText,
     Python(&'static PySyntax),
+}
+
+/// Text that opens a tool region.
+pub(crate) struct Trigger {
+    pub marker: &'static str,
+    /// Only as the first non-blank text of the output (bare JSON or lists,
+    /// where the same character is common in prose). The decoder then sees
+    /// the marker itself (it is the first character of the call).
+    pub at_output_start: bool,
+    pub decoder: DecoderKind,
+}
+
+/// A tool-call format as data.
+pub(crate) struct Family {
+    pub triggers: &'static [Trigger],
+    /// Framing markers removed from content.
+    pub content_drop: &'static [&'static str],
 }
 
 impl DecoderKind {
@@ -56,12 +73,6 @@ pub(crate) const fn kept(text: &'static str) -> HeaderEnd {
     HeaderEnd { text, consume: false }
 }
 
-const NAME_ARGUMENTS: CallKeys = CallKeys { name: &["name"], arguments: &["arguments", "parameters"] };
-
-const fn json_calls(strict_names: bool, separator: Option<char>, close: &'static [&'static str]) -> JsonSyntax {
-    JsonSyntax { keys: NAME_ARGUMENTS, allow_array: true, strict_names, separator, close }
-}
-
 // ---- passthrough -----------------------------------------------------------
 
 pub(crate) static PASSTHROUGH: Family = Family { triggers: &[], content_drop: &[] };
@@ -70,28 +81,26 @@ pub(crate) static PASSTHROUGH: Family = Family { triggers: &[], content_drop: &[
 
 /// `{"name": ..., "arguments": {...}}` or an array of them, as the whole
 /// output (leading blanks allowed).
-static JSON_BARE: JsonSyntax = json_calls(true, None, &[]);
+static JSON_BARE: JsonSyntax = JsonSyntax::calls(true, None, &[]);
 
 pub(crate) static JSON: Family = Family {
     triggers: &[at_start("{", DecoderKind::Json(&JSON_BARE)), at_start("[", DecoderKind::Json(&JSON_BARE))],
     content_drop: &[],
 };
 
-pub(crate) static MISTRAL_JSON: JsonSyntax = json_calls(false, None, &[]);
-
 pub(crate) static MISTRAL: Family =
     Family { triggers: &[anywhere("[TOOL_CALLS]", DecoderKind::Mistral)], content_drop: &[] };
 
 /// `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`
-static QWEN_JSON: JsonSyntax = json_calls(false, None, &["</tool_call>"]);
+static QWEN_JSON: JsonSyntax = JsonSyntax::calls(false, None, &["</tool_call>"]);
 
 pub(crate) static QWEN: Family =
     Family { triggers: &[anywhere("<tool_call>", DecoderKind::Json(&QWEN_JSON))], content_drop: &[] };
 
 /// `<|python_tag|>{"name": ..., "parameters": {...}}`, calls separated by `;`;
 /// without the tag only as the whole output.
-static LLAMA_TAGGED: JsonSyntax = json_calls(false, Some(';'), &[]);
-static LLAMA_BARE: JsonSyntax = json_calls(true, Some(';'), &[]);
+static LLAMA_TAGGED: JsonSyntax = JsonSyntax::calls(false, Some(';'), &[]);
+static LLAMA_BARE: JsonSyntax = JsonSyntax::calls(true, Some(';'), &[]);
 
 pub(crate) static LLAMA: Family = Family {
     triggers: &[
@@ -105,21 +114,12 @@ pub(crate) static LLAMA: Family = Family {
 /// (or an array of calls).
 static COHERE_JSON: JsonSyntax = JsonSyntax {
     keys: CallKeys { name: &["tool_name", "name"], arguments: &["parameters", "arguments"] },
-    ..json_calls(false, None, &["<|END_ACTION|>"])
+    ..JsonSyntax::calls(false, None, &["<|END_ACTION|>"])
 };
 
 pub(crate) static COHERE: Family = Family {
     triggers: &[anywhere("<|START_ACTION|>", DecoderKind::Json(&COHERE_JSON))],
     content_drop: &["<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>"],
-};
-
-pub(crate) const INKLING_END: &[&str] = &["<|end_message|>", "<|content_model_end_sampling|>"];
-
-/// `{"name": ..., "args": {...}}` inside a TML tool block.
-pub(crate) static INKLING_JSON: JsonSyntax = JsonSyntax {
-    keys: CallKeys { name: &["name"], arguments: &["args", "arguments"] },
-    allow_array: false,
-    ..json_calls(false, None, INKLING_END)
 };
 
 pub(crate) static INKLING: Family = Family {

@@ -6,9 +6,8 @@
 //! expressed as OpenAI calls and are suppressed up to their end token. The
 //! reasoning parser may already have removed the header; both shapes work.
 
-use super::engine::{Decision, RegionDecoder};
-use super::formats::{INKLING_END, INKLING_JSON};
-use super::json_call::JsonRegion;
+use super::json_call::{CallKeys, JsonRegion, JsonSyntax};
+use super::region::{Decision, RegionDecoder};
 use super::sink::CallSink;
 use crate::stream_core::{floor_char_boundary, scan, Scan};
 
@@ -94,3 +93,12 @@ impl RegionDecoder for InklingDecoder {
         }
     }
 }
+
+pub(crate) const INKLING_END: &[&str] = &["<|end_message|>", "<|content_model_end_sampling|>"];
+
+/// `{"name": ..., "args": {...}}` inside a TML tool block.
+pub(crate) static INKLING_JSON: JsonSyntax = JsonSyntax {
+    keys: CallKeys { name: &["name"], arguments: &["args", "arguments"] },
+    allow_array: false,
+    ..JsonSyntax::calls(false, None, INKLING_END)
+};

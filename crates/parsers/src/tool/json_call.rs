@@ -10,8 +10,8 @@
 
 use serde_json::Value;
 
-use super::engine::{Decision, RegionDecoder};
 use super::json_args::{JsonStatus, JsonStreamer};
+use super::region::{Decision, RegionDecoder};
 use super::sink::CallSink;
 use crate::stream_core::{expect_at_start, leading_whitespace_len, scan, Expect, Scan};
 
@@ -35,6 +35,14 @@ pub(crate) struct JsonSyntax {
     pub separator: Option<char>,
     /// Markers ending the region (consumed); empty when the JSON ends it.
     pub close: &'static [&'static str],
+}
+
+impl JsonSyntax {
+    /// Calls as `{"name": ..., "arguments" | "parameters": {...}}`, one or an array of them.
+    pub(crate) const fn calls(strict_names: bool, separator: Option<char>, close: &'static [&'static str]) -> Self {
+        const NAME_ARGUMENTS: CallKeys = CallKeys { name: &["name"], arguments: &["arguments", "parameters"] };
+        JsonSyntax { keys: NAME_ARGUMENTS, allow_array: true, strict_names, separator, close }
+    }
 }
 
 /// What the walker did with its input.

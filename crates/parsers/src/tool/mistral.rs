@@ -5,10 +5,9 @@
 //! optionally with `[CALL_ID]id` before `[ARGS]`). One `[TOOL_CALLS]` per
 //! call in the second form.
 
-use super::engine::{Decision, RegionDecoder};
-use super::formats::MISTRAL_JSON;
 use super::json_args::{JsonStatus, JsonStreamer};
-use super::json_call::JsonRegion;
+use super::json_call::{JsonRegion, JsonSyntax};
+use super::region::{Decision, RegionDecoder};
 use super::sink::CallSink;
 use crate::stream_core::{floor_char_boundary, leading_whitespace_len, scan, Scan};
 
@@ -82,3 +81,6 @@ impl RegionDecoder for MistralDecoder {
         }
     }
 }
+
+/// The JSON calls after `[TOOL_CALLS]`.
+pub(crate) static MISTRAL_JSON: JsonSyntax = JsonSyntax::calls(false, None, &[]);

@@ -8,15 +8,15 @@
 //! - `sink`: call indices and delta shapes;
 //! - `json_args`: streaming, self-repairing JSON for arguments.
 //!
-//! Families differ in format only, described as data in `formats` and
-//! `tag_formats`, and
+//! One `scanner` finds a family's trigger markers in the content and hands
+//! each call region to a decoder (the `region` contract). Families differ in
+//! format only, described as data in `formats` and `tag_formats`, and
 //! decoded by one of a few decoders: `tagged` (name in markup, arguments as
 //! parameters (`markup`, `param_value`), JSON or nested elements
 //! (`nested_xml`)), `json_call` (calls as JSON
 //! objects), `python_calls` (Python literals), plus the small `mistral`
 //! and `inkling` framings.
 
-mod engine;
 pub mod forced;
 mod formats;
 mod ids;
@@ -29,7 +29,9 @@ mod nested_xml;
 mod param_value;
 mod py_literal;
 mod python_calls;
+mod region;
 mod registry;
+mod scanner;
 mod schema;
 mod sink;
 mod tag_formats;
@@ -99,7 +101,7 @@ impl std::error::Error for UnknownParser {}
 /// `tools` are the request's declared tools.
 pub fn create_tool_parser(name: &str, tools: &[ToolSpec]) -> Result<Box<dyn ToolParser>, UnknownParser> {
     let family = registry::find(name).ok_or_else(|| UnknownParser(name.to_string()))?;
-    Ok(Box::new(engine::ToolEngine::new(family, tools)))
+    Ok(Box::new(scanner::ToolScanner::new(family, tools)))
 }
 
 /// The parser for a model name: among all patterns that occur in the name

@@ -7,8 +7,8 @@
 
 use serde_json::{Map, Value};
 
-use super::engine::{Decision, RegionDecoder};
 use super::py_literal::{self, Balance, BalanceStatus, PyCall};
+use super::region::{Decision, RegionDecoder};
 use super::sink::{is_valid_name, CallSink};
 use crate::stream_core::floor_char_boundary;
 

@@ -2,7 +2,7 @@
 //! Detection takes the longest pattern found in the model name, so
 //! `deepseek-v4.1` beats `deepseek-v4` and `meta-llama-4` beats `llama-`.
 
-use super::engine::Family;
+use super::formats::Family;
 use super::{formats, tag_formats};
 
 pub(crate) struct Entry {

@@ -1,7 +1,7 @@
 //! The tagged tool-call formats (name in markup), as data: qwen_xml, glm,
 //! minimax m2/m3, DeepSeek (V3, V3.1, DSML), step3, kimik2 and kimi_k3.
 
-use super::engine::Family;
+use super::formats::Family;
 use super::formats::{anywhere, consumed, kept, DecoderKind};
 use super::markup::{Header, NameRule};
 use super::param_value::{Typing, ValueText};

@@ -16,11 +16,11 @@
 
 use serde_json::Value;
 
-use super::engine::{Decision, RegionDecoder};
 use super::json_args::{JsonStatus, JsonStreamer};
 use super::markup::{derive_name, parse_header, Header, HeaderParse};
 use super::nested_xml;
 use super::param_value::{Typing, ValueState, ValueText};
+use super::region::{Decision, RegionDecoder};
 use super::schema;
 use super::sink::{is_valid_name, CallSink, ObjectWriter};
 use crate::stream_core::{expect_at_start, leading_whitespace_len, scan, Expect, Scan};

@@ -11,7 +11,7 @@
 
 use tokenizers::Tokenizer;
 
-use super::index::char_to_byte_table;
+use super::byte_chars::char_to_byte_table;
 use super::prefetch::prefetch;
 use super::shape::to_json;
 

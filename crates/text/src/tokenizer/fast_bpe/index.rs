@@ -1,7 +1,6 @@
 //! Lookup tables of the fast encoder: the whole-token index (pieces that are one token, by
 //! their bytes) and the byte-level (GPT-2) byte ↔ char map.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::prefetch::prefetch;
@@ -212,24 +211,4 @@ fn hash_bytes(bytes: &[u8]) -> u64 {
     };
     h = (h.rotate_left(23) ^ last).wrapping_mul(K);
     h ^ (h >> 32)
-}
-
-/// GPT-2's byte ↔ printable-char map used by byte-level BPE vocabularies.
-pub(super) fn byte_to_char_table() -> [char; 256] {
-    let mut table = ['\0'; 256];
-    let mut next = 256u32;
-    for (b, slot) in table.iter_mut().enumerate() {
-        let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
-        *slot = if printable {
-            char::from(b as u8)
-        } else {
-            next += 1;
-            char::from_u32(next - 1).unwrap_or('\0')
-        };
-    }
-    table
-}
-
-pub(super) fn char_to_byte_table() -> HashMap<char, u8> {
-    byte_to_char_table().iter().enumerate().map(|(b, &c)| (c, b as u8)).collect()
 }

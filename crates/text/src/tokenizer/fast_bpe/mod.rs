@@ -9,6 +9,7 @@
 //! added vocabulary, regexes and merge table), it is used only when every stage has a shape it
 //! knows (anything else stays with `tokenizers`), and tests compare the two on every family.
 
+mod byte_chars;
 mod decode;
 mod index;
 mod lookahead;
@@ -27,8 +28,9 @@ use aho_corasick::AhoCorasick;
 use serde_json::Value;
 use tokenizers::Model;
 
+use byte_chars::{byte_to_char_table, char_to_byte_table};
 pub use decode::ByteDecoder;
-use index::{byte_to_char_table, char_to_byte_table, TokenIndex};
+use index::TokenIndex;
 use lookahead::Lookahead;
 use merge_table::MergeTable;
 use nfc::nfc;

@@ -1,4 +1,4 @@
-//! The tool-call engine shared by every family: scans content for a family's
+//! The tool-call scanner shared by every family: scans content for a family's
 //! triggers, hands each tool region to a fresh decoder, and rewinds when a
 //! region turns out not to be a call.
 //!
@@ -8,45 +8,11 @@
 //! later real trigger inside the rejected text is still found. Once a call is
 //! begun, the region is committed and nothing in it is re-read.
 
-use super::formats::DecoderKind;
+use super::formats::{Family, Trigger};
+use super::region::{Decision, RegionDecoder};
 use super::sink::CallSink;
 use super::{ToolParseDelta, ToolParser, ToolSpec};
 use crate::stream_core::{leading_whitespace_len, scan, Machine, Scan, Step, Streamed};
-
-/// A decoder's verdict on the region text it was shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Decision {
-    /// Consumed this many bytes and stays in the region.
-    Advance(usize),
-    /// Needs more text (never at the end of the stream).
-    Wait,
-    /// Not a call: release the trigger as content. Only before a call began.
-    Reject,
-    /// The region ended after this many bytes; what follows is content.
-    Done(usize),
-}
-
-/// Decodes one tool region, starting right after its trigger marker.
-pub(crate) trait RegionDecoder {
-    fn step(&mut self, text: &str, at_end: bool, sink: &mut CallSink) -> Decision;
-}
-
-/// Text that opens a tool region.
-pub(crate) struct Trigger {
-    pub marker: &'static str,
-    /// Only as the first non-blank text of the output (bare JSON or lists,
-    /// where the same character is common in prose). The decoder then sees
-    /// the marker itself (it is the first character of the call).
-    pub at_output_start: bool,
-    pub decoder: DecoderKind,
-}
-
-/// A tool-call format as data.
-pub(crate) struct Family {
-    pub triggers: &'static [Trigger],
-    /// Framing markers removed from content.
-    pub content_drop: &'static [&'static str],
-}
 
 enum Mode {
     Content,
@@ -58,7 +24,7 @@ enum Mode {
     },
 }
 
-pub(crate) struct ToolEngine {
+pub(crate) struct ToolScanner {
     family: &'static Family,
     sink: CallSink,
     mode: Mode,
@@ -69,7 +35,7 @@ pub(crate) struct ToolEngine {
     anywhere_triggers: Vec<&'static Trigger>,
 }
 
-impl ToolEngine {
+impl ToolScanner {
     pub(crate) fn new(family: &'static Family, tools: &[ToolSpec]) -> Streamed<Self> {
         let anywhere_triggers: Vec<&'static Trigger> = family.triggers.iter().filter(|t| !t.at_output_start).collect();
         let mut markers: Vec<&'static str> = anywhere_triggers.iter().map(|t| t.marker).collect();
@@ -159,7 +125,7 @@ impl ToolEngine {
     }
 }
 
-impl Machine for ToolEngine {
+impl Machine for ToolScanner {
     type Output = ToolParseDelta;
 
     fn step(&mut self, text: &str, offset: usize, at_end: bool, out: &mut ToolParseDelta) -> Step {
@@ -179,7 +145,7 @@ impl Machine for ToolEngine {
     }
 }
 
-impl ToolParser for Streamed<ToolEngine> {
+impl ToolParser for Streamed<ToolScanner> {
     fn push(&mut self, text: &str) -> ToolParseDelta {
         Streamed::push(self, text)
     }
