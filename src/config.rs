@@ -321,7 +321,7 @@ pub fn available_cores() -> usize {
 }
 
 impl Config {
-    /// Validates `launch` arguments. Errors are the seed's texts.
+    /// Validates `launch` arguments. Errors are SMG's documented texts.
     pub fn from_launch(a: &LaunchArgs) -> Result<Config, String> {
         let backend = match a.backend.as_deref() {
             None => {
@@ -477,12 +477,12 @@ fn socket_root(root: Option<&std::path::Path>) -> Result<Option<PathBuf>, String
     }
 }
 
-/// A parser name as registered (exact match), or the seed's startup error.
+/// A parser name as registered (exact match), or SMG's startup error text.
 fn registered(name: &str, names: &'static [&'static str], kind: &str) -> Result<&'static str, String> {
     names.iter().copied().find(|n| *n == name).ok_or_else(|| format!("unknown {kind} '{name}'"))
 }
 
-/// A `--backend` / `runtime_type` value, or the seed's rejection naming the worker.
+/// A `--backend` / `runtime_type` value, or SMG's rejection naming the worker.
 pub fn parse_backend(b: &str, url: &str) -> Result<Backend, String> {
     match b {
         "vllm" => Ok(Backend::Vllm),

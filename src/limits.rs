@@ -73,7 +73,7 @@ pub const send_block_ms_max: u64 = 10_000;
 pub const engine_lost_grace_ms: u64 = 50;
 /// ZMQ: outputs that fail to decode in a row before the connection is marked dead.
 pub const output_decode_failures_max: u32 = 3;
-/// ZMQ: silence from an engine with requests in flight before it is declared dead (the seed's
+/// ZMQ: silence from an engine with requests in flight before it is declared dead (SMG's
 /// 300 s; `--engine-silence-timeout-secs`).
 pub const engine_silence_s_default: u64 = 300;
 

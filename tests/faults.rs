@@ -1,4 +1,4 @@
-//! Every way seed 000 says an engine is lost, driven by the simulator's `--fault KIND@N`: the
+//! Every way SMG documents an engine as lost, driven by the simulator's `--fault KIND@N`: the
 //! in-flight requests end with an error (a 5xx envelope, or an error event then `[DONE]`),
 //! readiness flips to 503, a restarted engine reconnects without a gateway restart, and no
 //! per-request state is left behind (the in-flight gauges return to 0). Also an engine that

@@ -1,6 +1,6 @@
 //! The TokenSpeed wire end to end with the simulator in TokenSpeed mode: one socket pair held by
 //! an owner shard and every other shard relayed through it; chat and completions, streaming,
-//! abort, engine death and reconnect, a 2-rank group with an engine-index base, the seed's
+//! abort, engine death and reconnect, a 2-rank group with an engine-index base, SMG's
 //! refusals, and a burst from all shards with nothing lost.
 
 mod common;

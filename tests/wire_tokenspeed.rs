@@ -19,7 +19,7 @@ use shardgate_wire::tokenspeed::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD};
 use shardgate_wire::{EngineRequest, FinishReason, SamplingParams};
 
 #[allow(dead_code)]
-#[path = "../crates/sim/src/tokenspeed.rs"]
+#[path = "../crates/sim/src/tokenspeed_wire.rs"]
 mod sim_wire;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/wire/tokenspeed");

@@ -2,7 +2,7 @@
 //! tool call. The engine enforces the constraint token by token (xgrammar); the gateway only
 //! builds it and, for forced calls, reads the JSON that comes back (`parsers::tool::forced`).
 //!
-//! Sources (at most one per request; seed 002 "Combining with Structured Output"):
+//! Sources (at most one per request; SMG's "Combining with Structured Output"):
 //! `response_format` (`json_schema`, `json_object`; `text` adds nothing), vLLM's
 //! `structured_outputs` object, the older `guided_json` / `guided_regex` / `guided_choice` /
 //! `guided_grammar`, and SMG's `regex` and `ebnf` extensions.

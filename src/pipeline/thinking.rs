@@ -1,4 +1,4 @@
-//! Reasoning controls → chat template variables (seed 002, "Thinking and Reasoning Effort").
+//! Reasoning controls → chat template variables (SMG's "Thinking and Reasoning Effort").
 //!
 //! `thinking.type` (`enabled`/`disabled`) sets the preference; without it a `reasoning_effort`
 //! of `none` or `minimal` means off and any other effort means on. The preference is written

@@ -1,6 +1,6 @@
 //! The rank load table: one per grouped worker, one slot per data-parallel engine rank, shared by
 //! every shard without locks. It answers one question per request, "which rank gets this one?",
-//! with the seed's score, and it is kept current by three writers: each shard counts the requests
+//! with SMG's documented score, and it is kept current by three writers: each shard counts the requests
 //! it dispatches to and finishes on a rank, and whichever shard decodes a rank's output batch
 //! publishes that rank's scheduler load report.
 //!

@@ -26,7 +26,7 @@ pub struct ParserChoice {
 }
 
 impl ParserChoice {
-    /// Seed 002, "Parser Selection": a worker's label override (workers that disagree: the
+    /// SMG's "Parser Selection": a worker's label override (workers that disagree: the
     /// lexicographically smallest name, with a warning), else the gateway flag, else detection
     /// from the model name.
     pub fn resolve(config: &Config, registry: &Registry) -> Self {

@@ -14,7 +14,7 @@ pub enum ShardMsg {
         worker: u64,
         epoch: u64,
         sockets: crate::engine::zmq::connection::LinkSockets,
-        engines: std::sync::Arc<[crate::engine::zmq::handshake::Engine]>,
+        engines: std::sync::Arc<[crate::engine::zmq::startup::Engine]>,
         ranks: std::sync::Arc<crate::routing::RankTable>,
         done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     },

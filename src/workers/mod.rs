@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use crate::config::{Backend, WorkerConfig};
 use crate::routing::RankTable;
 
-/// Lifecycle states (seed 000 "Worker Lifecycle").
+/// Lifecycle states (SMG's "Worker Lifecycle").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum WorkerStatus {

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use super::{Worker, WorkerStatus};
 use crate::engine::zmq::connection::LinkSockets;
-use crate::engine::zmq::handshake;
 use crate::engine::zmq::hub::Hub;
+use crate::engine::zmq::startup;
 use crate::limits;
 use crate::routing::RankTable;
 use crate::shard::mailbox::ShardMsg;
@@ -43,7 +43,7 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
                 Some(Err(format!("its socket files are also worker {}'s (a symlinked directory)", other.url())))
             }
             None => monoio::select! {
-                r = handshake::connect(
+                r = startup::connect(
                     &shared.zmq,
                     &worker.config,
                     &worker.handshake_address,
@@ -125,7 +125,7 @@ async fn serve_connection(
     ctx: &Rc<ShardCtx>,
     worker: &Arc<Worker>,
     epoch: u64,
-    mut connected: handshake::Connected,
+    mut connected: startup::Connected,
 ) -> Ended {
     let shared = &ctx.shared;
     let engines: Arc<[_]> = connected.engines.into();

@@ -98,7 +98,7 @@ def constrained_cases(msgs):
     """Constrained decoding (xgrammar on the engine): output formats.
 
     Forced tool calls are not compared: vLLM 0.32 forces them through its tool parser's
-    structural tag (`<tool_call>…</tool_call>` for hermes), while seed 002 (SMG) sends the JSON
+    structural tag (`<tool_call>…</tool_call>` for hermes), while SMG sends the JSON
     schema of the call(s); the two constrain the engine differently by design."""
     schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
                                                "age": {"type": "integer"}}, "required": ["name", "age"]}

@@ -12,7 +12,7 @@ use shardgate_wire::vllm::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD, REQUEST
 
 use crate::lockstep::Lockstep;
 use crate::script::{self, ScriptLine};
-use crate::wire::{self, AddRequest, Load, StepOutput};
+use crate::vllm_wire::{self as wire, AddRequest, Load, StepOutput};
 use crate::{Args, Backend, FaultKind};
 
 mod tokenspeed;

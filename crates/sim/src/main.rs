@@ -13,8 +13,8 @@
 mod engine;
 mod lockstep;
 mod script;
-mod tokenspeed;
-mod wire;
+mod tokenspeed_wire;
+mod vllm_wire;
 
 use std::path::PathBuf;
 

@@ -43,7 +43,7 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: std::time::Instant) -> Resu
         render_prompt(&model, &template, &f)?;
     let parse = parse_spec(ctx, &f, &model.served_name, tools, &tool_choice, thinking_on, &conversation)?;
     if let Some(forced) = &parse.forced {
-        // vLLM keeps only the tool constraint when a call is forced (seed 002).
+        // vLLM keeps only the tool constraint when a call is forced (as SMG documents it too).
         let parallel = f.bool("parallel_tool_calls")?.unwrap_or(true);
         params.sampling.constraint = Some(crate::pipeline::constraint::tool_schema(forced, &parse.tools, parallel)?);
     } else if parse.tool_parser.is_some() || parse.reasoning_parser == Some("inkling") {
@@ -76,7 +76,7 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: std::time::Instant) -> Resu
     Ok((g, format))
 }
 
-/// Seed 000, "Features and Limits": TokenSpeed's ZMQ wire has no field for MRoPE position
+/// SMG's "Features and Limits": TokenSpeed's ZMQ wire has no field for MRoPE position
 /// tensors, so an image or video for such a model cannot be served there.
 fn check_mrope_over_tokenspeed(ctx: &ShardCtx, model: &ModelAssets, f: &Fields<'_>) -> Result<(), ApiError> {
     let tokenspeed =

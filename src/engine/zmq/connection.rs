@@ -17,8 +17,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::handshake::Engine;
 use super::hub::{shard_of, Hub, Outgoing};
+use super::startup::Engine;
 use crate::config::Backend;
 use crate::engine::slot::{RequestSlot, SlotEvent};
 use crate::engine::{EngineRequest, TokenEvent};

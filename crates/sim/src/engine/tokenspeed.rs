@@ -19,8 +19,8 @@ use shardgate_text::model::{ModelAssets, ModelSource};
 use shardgate_wire::tokenspeed as ts_wire;
 
 use super::{Running, Sim, Sockets, BLOCK_TOKENS, KV_CAPACITY_TOKENS, TOKENSPEED_VERSION};
-use crate::tokenspeed as ts;
-use crate::wire::AddRequest;
+use crate::tokenspeed_wire as ts;
+use crate::vllm_wire::AddRequest;
 use crate::{Args, Backend};
 
 /// The EOS ids a TokenSpeed engine stops on by itself: the tokenizer's EOS and the model's

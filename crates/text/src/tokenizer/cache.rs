@@ -1,4 +1,4 @@
-//! Per-shard tokenizer caches (seed 002, "Tokenization Caching").
+//! Per-shard tokenizer caches (SMG's documented two-level cache, "Tokenization Caching").
 //!
 //! L0 maps an exact prompt to its ids. L1 maps a prompt *prefix that ends right after a special
 //! token* to the ids of that prefix: a later prompt that shares the prefix (the next turn of a

@@ -67,7 +67,7 @@ impl fmt::Display for Unsupported {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const OVER: &str = "over the TokenSpeed ZMQ backend";
         match self {
-            // SMG's texts for the two logprob cases (the seed's "... not supported over the
+            // SMG's texts for the two logprob cases (SMG's documented "... not supported over the
             // TokenSpeed ZMQ backend").
             Unsupported::TopLogprobs(_) => write!(f, "top_logprobs are not supported {OVER}"),
             Unsupported::PromptLogprobs => write!(f, "prompt logprobs are not supported {OVER}"),

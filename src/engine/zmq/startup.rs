@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::select_all;
 
-use super::socket::AsyncSocket;
+use super::handshake_socket::AsyncSocket;
 use crate::config::{Backend, WorkerConfig};
 use crate::limits;
 use shardgate_wire::sockdir;
