@@ -32,6 +32,8 @@ pub const http_body_read_timeout_s: u64 = 30;
 /// Above the 90-120 s pool idle time of common clients, so the server never closes a socket a
 /// client is about to reuse.
 pub const http_keepalive_idle_timeout_s: u64 = 180;
+/// HTTP: the longest chunk-size line of a chunked request body (hex digits plus extensions).
+pub const http_chunk_size_line_bytes_max: usize = 4096;
 /// HTTP: requests a client may pipeline ahead of the one being answered.
 pub const http_pipelined_requests_max: usize = 32;
 /// HTTP: initial read buffer per connection.
@@ -73,6 +75,9 @@ pub const send_block_ms_max: u64 = 10_000;
 pub const engine_lost_grace_ms: u64 = 50;
 /// ZMQ: outputs that fail to decode in a row before the connection is marked dead.
 pub const output_decode_failures_max: u32 = 3;
+/// Workers: how often a ready worker's engines are pinged (a send to a vanished engine fails
+/// at once).
+pub const worker_liveness_ping_interval_s: u64 = 1;
 /// ZMQ: silence from an engine with requests in flight before it is declared dead (SMG's
 /// 300 s; `--engine-silence-timeout-secs`).
 pub const engine_silence_s_default: u64 = 300;
@@ -154,6 +159,8 @@ pub const http_port_default: u16 = 30000;
 pub const metrics_port_default: u16 = 29000;
 
 const _: () = assert!(http_header_bytes_max < http_body_bytes_max);
+const _: () = assert!(http_chunk_size_line_bytes_max < http_header_bytes_max);
+const _: () = assert!(worker_liveness_ping_interval_s < engine_silence_s_default);
 const _: () = assert!(http_body_release_bytes_min < http_body_bytes_max);
 const _: () = assert!(http_over_cap_header_timeout_ms < http_header_read_timeout_s * 1000);
 const _: () = assert!(http_header_read_timeout_s < http_body_read_timeout_s);

@@ -8,6 +8,7 @@
 //! not waited on), and chunk data is followed by CRLF.
 
 use crate::error::ApiError;
+use crate::limits;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -28,9 +29,6 @@ pub struct ChunkedDecoder {
     limit: usize,
 }
 
-/// Longest size line we accept (hex digits plus extensions).
-const SIZE_LINE_MAX: usize = 4096;
-
 impl ChunkedDecoder {
     pub fn new(limit: usize) -> Self {
         ChunkedDecoder { state: State::Size, body: Vec::new(), limit }
@@ -48,13 +46,13 @@ impl ChunkedDecoder {
                 State::Size => {
                     let Some(eol) = find_line_end(&input[pos..])? else {
                         // + 1: the line's CR may already be here without its LF.
-                        if input.len() - pos > SIZE_LINE_MAX + 1 {
+                        if input.len() - pos > limits::http_chunk_size_line_bytes_max + 1 {
                             return Err(ApiError::bad_request("malformed chunked body: size line too long"));
                         }
                         return Ok(pos);
                     };
                     // The same limit whether the line arrived whole or in pieces.
-                    if eol > SIZE_LINE_MAX {
+                    if eol > limits::http_chunk_size_line_bytes_max {
                         return Err(ApiError::bad_request("malformed chunked body: size line too long"));
                     }
                     let line = &input[pos..pos + eol];
@@ -92,12 +90,12 @@ impl ChunkedDecoder {
                 State::Trailer => {
                     let Some(eol) = find_line_end(&input[pos..])? else {
                         // + 1: the line's CR may already be here without its LF.
-                        if input.len() - pos > SIZE_LINE_MAX + 1 {
+                        if input.len() - pos > limits::http_chunk_size_line_bytes_max + 1 {
                             return Err(ApiError::bad_request("malformed chunked body: trailer too long"));
                         }
                         return Ok(pos);
                     };
-                    if eol > SIZE_LINE_MAX {
+                    if eol > limits::http_chunk_size_line_bytes_max {
                         return Err(ApiError::bad_request("malformed chunked body: trailer too long"));
                     }
                     pos += eol + 2;
@@ -224,10 +222,18 @@ mod tests {
 
     #[test]
     fn line_limits_do_not_depend_on_how_bytes_arrive() {
-        let long_ext = format!("3;{}\r\nabc\r\n0\r\n\r\n", "e".repeat(SIZE_LINE_MAX));
-        let long_trailer = format!("3\r\nabc\r\n0\r\nX-T: {}\r\n\r\n", "t".repeat(SIZE_LINE_MAX));
-        let exact = format!("3;{}\r\nabc\r\n0\r\n\r\n", "e".repeat(SIZE_LINE_MAX - 2));
-        for piece in [1, 7, SIZE_LINE_MAX, SIZE_LINE_MAX + 1, SIZE_LINE_MAX + 2, 1 << 20] {
+        let long_ext = format!("3;{}\r\nabc\r\n0\r\n\r\n", "e".repeat(limits::http_chunk_size_line_bytes_max));
+        let long_trailer =
+            format!("3\r\nabc\r\n0\r\nX-T: {}\r\n\r\n", "t".repeat(limits::http_chunk_size_line_bytes_max));
+        let exact = format!("3;{}\r\nabc\r\n0\r\n\r\n", "e".repeat(limits::http_chunk_size_line_bytes_max - 2));
+        for piece in [
+            1,
+            7,
+            limits::http_chunk_size_line_bytes_max,
+            limits::http_chunk_size_line_bytes_max + 1,
+            limits::http_chunk_size_line_bytes_max + 2,
+            1 << 20,
+        ] {
             for raw in [&long_ext, &long_trailer] {
                 assert_eq!(decode_in_pieces(raw.as_bytes(), piece).unwrap_err().status, 400, "piece {piece}");
             }

@@ -19,9 +19,6 @@ use crate::shard::mailbox::ShardMsg;
 use crate::shard::ShardCtx;
 use shardgate_wire::{sockdir, zmtp};
 
-/// How often a ready worker's engines are pinged (a send to a vanished engine fails at once).
-const LIVENESS_PING_INTERVAL: Duration = Duration::from_secs(1);
-
 /// How a connected period ended.
 enum Ended {
     Lost(String),
@@ -233,7 +230,7 @@ async fn wait_for_shards(done: &AtomicUsize) {
 /// Watches a ready worker until some shard reports it lost, a ping fails, or a removal
 /// request has drained it.
 async fn watch(ctx: &Rc<ShardCtx>, worker: &Arc<Worker>) -> Ended {
-    let mut next_ping = Instant::now() + LIVENESS_PING_INTERVAL;
+    let mut next_ping = Instant::now() + Duration::from_secs(limits::worker_liveness_ping_interval_s);
     loop {
         monoio::select! {
             _ = worker.supervisor_event(Worker::is_lost_or_drained) => {},
@@ -246,7 +243,7 @@ async fn watch(ctx: &Rc<ShardCtx>, worker: &Arc<Worker>) -> Ended {
             return Ended::Removed;
         }
         if Instant::now() >= next_ping {
-            next_ping = Instant::now() + LIVENESS_PING_INTERVAL;
+            next_ping = Instant::now() + Duration::from_secs(limits::worker_liveness_ping_interval_s);
             match ctx.link(worker.key) {
                 Some(link) => {
                     if let Err(e) = link.ping() {

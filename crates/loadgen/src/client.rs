@@ -12,9 +12,7 @@ use monoio::net::TcpStream;
 
 use super::http::{Progress, ResponseReader};
 use super::record::{Failure, FailureKind, RequestRecord};
-
-/// Room made in the read buffer before each read.
-const READ_SIZE_MIN: usize = 16 * 1024;
+use crate::limits;
 
 /// Nanoseconds since the run origin, on the monotonic clock every client thread shares.
 #[derive(Clone, Copy, Debug)]
@@ -140,12 +138,12 @@ async fn exchange(
         return Err(io_failure(rec, &e));
     }
     let mut reader = ResponseReader::default();
-    reader.input.reserve(READ_SIZE_MIN);
+    reader.input.reserve(limits::client_read_bytes_min);
     let mut received_any = false;
     loop {
         let mut buf = std::mem::take(&mut reader.input);
-        if buf.capacity() - buf.len() < READ_SIZE_MIN {
-            buf.reserve(READ_SIZE_MIN);
+        if buf.capacity() - buf.len() < limits::client_read_bytes_min {
+            buf.reserve(limits::client_read_bytes_min);
         }
         // monoio reads into the start of a Vec; a slice from `len` appends instead.
         let len = buf.len();

@@ -6,9 +6,7 @@
 use super::chunk::apply_event;
 use super::record::{Failure, FailureKind, RequestRecord};
 use super::sse::SseParser;
-
-/// A head larger than this is not a response we can use.
-const HEAD_SIZE_MAX: usize = 64 * 1024;
+use crate::limits;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Framing {
@@ -204,7 +202,7 @@ impl ResponseReader {
 
     fn on_head_bytes(&mut self, time_ns: u64, rec: &mut RequestRecord) -> Result<Progress, Failure> {
         let Some((head, len)) = parse_head(&self.input).map_err(protocol)? else {
-            if self.input.len() > HEAD_SIZE_MAX {
+            if self.input.len() > limits::response_head_bytes_max {
                 return Err(protocol("response head too large"));
             }
             return Ok(Progress::More);

@@ -24,6 +24,7 @@ mod chunk;
 mod client;
 mod compare;
 mod http;
+mod limits;
 #[cfg(test)]
 mod loopback;
 mod metrics;

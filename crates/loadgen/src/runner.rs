@@ -23,16 +23,10 @@ use super::client::{execute, Clock, Pool};
 use super::pacer::Pacer;
 use super::progress::Progress;
 use super::record::RequestRecord;
+use crate::limits;
 
 /// Lets every thread get from the start barrier to its first deadline.
 const START_DELAY: Duration = Duration::from_millis(20);
-/// Connections opened ahead of a run with a cap, per core, at most.
-const PREOPEN_CONNECTIONS_MAX: usize = 1024;
-/// A record's buffers are sized up front for at most this many output tokens (a request asking
-/// for more grows them past it)...
-const RECORD_PRESIZE_TOKENS_MAX: usize = 4096;
-/// ...at this many text bytes per token (English and random-token text average 4 to 6).
-const RECORD_TEXT_BYTES_PER_TOKEN: usize = 8;
 
 /// One prompt's request, as every core sends it.
 pub struct PreparedRequest {
@@ -259,7 +253,7 @@ impl Core {
         // records at the same chunk counts, and thousands of reallocations in one read loop
         // delay the reads after them. In a 2,000-stream run that showed as an ITL spike of
         // 20 ms at chunk 257 of every stream, the bench's own, not the server's.
-        let tokens = (request.output_tokens as usize).min(RECORD_PRESIZE_TOKENS_MAX) + 2;
+        let tokens = (request.output_tokens as usize).min(limits::record_presize_tokens_max) + 2;
         let mut rec = RequestRecord {
             index: a.index,
             prompt_index: a.prompt_index,
@@ -267,7 +261,7 @@ impl Core {
             // Unpaced: every request is ready at the origin (vLLM's client queue time).
             scheduled_ns: a.scheduled_ns.unwrap_or(0),
             chunks: Vec::with_capacity(tokens),
-            text: String::with_capacity(tokens * RECORD_TEXT_BYTES_PER_TOKEN),
+            text: String::with_capacity(tokens * limits::record_text_bytes_per_token),
             ..RequestRecord::default()
         };
         self.shared.progress.on_send();
@@ -282,7 +276,7 @@ impl Core {
 
 async fn core_main(mut plan: CorePlan, shared: Shared, sync: Arc<StartSync>) -> Result<CoreOutput, String> {
     let pool = Pool::new(shared.addr, shared.reuse);
-    let preopen = plan.concurrency_max.unwrap_or(0).min(PREOPEN_CONNECTIONS_MAX);
+    let preopen = plan.concurrency_max.unwrap_or(0).min(limits::preopen_connections_per_core_max);
     let filled = pool.fill(preopen).await;
     let core = Rc::new(Core {
         index: plan.index,

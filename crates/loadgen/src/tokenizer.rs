@@ -5,13 +5,10 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use crate::limits;
 use rand::rngs::SmallRng;
 use rand::Rng;
 use tokenizers::Tokenizer;
-
-/// Re-encoding a decoded random sequence changes its length; this many rounds of trimming or
-/// padding make it exact for practically every prompt (vLLM uses the same bound).
-const LENGTH_FIX_ROUNDS_MAX: usize = 10;
 
 pub struct BenchTokenizer {
     inner: Tokenizer,
@@ -68,7 +65,7 @@ impl BenchTokenizer {
             let text = self.decode(&ids);
             let encoded = self.encode(&text);
             round += 1;
-            if encoded.len() == target || round >= LENGTH_FIX_ROUNDS_MAX {
+            if encoded.len() == target || round >= limits::prompt_length_fix_rounds_max {
                 return (text, encoded);
             }
             ids = encoded;

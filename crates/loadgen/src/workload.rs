@@ -13,11 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::args::{BenchArgs, BenchConfig, DatasetName};
 use super::tokenizer::BenchTokenizer;
-
-/// ShareGPT filters (vLLM's): too-short pairs say nothing, too-long ones exceed small models.
-const SHAREGPT_TOKENS_MIN: usize = 4;
-const SHAREGPT_PROMPT_TOKENS_MAX: usize = 1024;
-const SHAREGPT_TOTAL_TOKENS_MAX: usize = 2048;
+use crate::limits;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum PromptInput {
@@ -139,9 +135,10 @@ fn sharegpt_prompts(args: &BenchArgs, tok: &BenchTokenizer, rng: &mut SmallRng) 
         let input_tokens = tok.count(prompt);
         let fixed = args.sharegpt_output_len;
         let output_tokens = fixed.unwrap_or_else(|| tok.count(&c.conversations[1].value));
-        let too_short = input_tokens < SHAREGPT_TOKENS_MIN || (fixed.is_none() && output_tokens < SHAREGPT_TOKENS_MIN);
-        let too_long = input_tokens > SHAREGPT_PROMPT_TOKENS_MAX
-            || (fixed.is_none() && input_tokens + output_tokens > SHAREGPT_TOTAL_TOKENS_MAX);
+        let too_short = input_tokens < limits::sharegpt_tokens_min
+            || (fixed.is_none() && output_tokens < limits::sharegpt_tokens_min);
+        let too_long = input_tokens > limits::sharegpt_prompt_tokens_max
+            || (fixed.is_none() && input_tokens + output_tokens > limits::sharegpt_total_tokens_max);
         if too_short || too_long {
             continue;
         }

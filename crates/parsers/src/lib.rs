@@ -22,6 +22,7 @@
 //! Tool-call ids are minted here ([`tool::tool_call_id`]) only because their
 //! format is a per-model-family convention.
 
+pub mod limits;
 pub mod reasoning;
 pub(crate) mod stream_core;
 pub mod tool;

@@ -30,5 +30,9 @@ pub const zmq_peers_max: usize = 4096;
 /// Unix socket paths: `sun_path` holds 108 bytes including the terminating NUL.
 pub const unix_socket_path_bytes_max: usize = 107;
 
+/// Decoding: preallocation cap for lengths read from the wire, so a hostile length costs no
+/// memory before the bytes behind it are seen.
+pub const decode_reserve_items_max: usize = 4096;
+
 const _: () = assert!(handshake_port_base as u64 + handshake_port_span <= u16::MAX as u64);
 const _: () = assert!(unix_socket_path_bytes_max < 108);

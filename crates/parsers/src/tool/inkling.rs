@@ -9,11 +9,11 @@
 use super::json_call::{CallKeys, JsonRegion, JsonSyntax};
 use super::region::{Decision, RegionDecoder};
 use super::sink::CallSink;
+use crate::limits;
 use crate::stream_core::{floor_char_boundary, scan, Scan};
 
 const INVOKE_TOOL_JSON: &str = "<|content_invoke_tool_json|>";
 const INVOKE_TOOL_TEXT: &str = "<|content_invoke_tool_text|>";
-const HEADER_SIZE_MAX: usize = 256;
 
 /// Tokens that end a message header, in the order of `HeaderEnd`.
 const HEADER_ENDS: &[&str] = &[
@@ -53,10 +53,10 @@ impl InklingDecoder {
     }
 
     fn header(&mut self, text: &str, at_end: bool) -> Decision {
-        let window = &text[..floor_char_boundary(text, HEADER_SIZE_MAX + INVOKE_TOOL_JSON.len())];
+        let window = &text[..floor_char_boundary(text, limits::tool_header_bytes_max + INVOKE_TOOL_JSON.len())];
         let (at, index) = match scan(window, HEADER_ENDS) {
-            Scan::Found { at, index } if at <= HEADER_SIZE_MAX => (at, index),
-            Scan::Partial { safe_len } if safe_len <= HEADER_SIZE_MAX && !at_end => {
+            Scan::Found { at, index } if at <= limits::tool_header_bytes_max => (at, index),
+            Scan::Partial { safe_len } if safe_len <= limits::tool_header_bytes_max && !at_end => {
                 return Decision::Wait;
             }
             _ => return Decision::Reject,

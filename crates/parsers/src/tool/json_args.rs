@@ -15,8 +15,7 @@
 //! surrogate escapes become U+FFFD, Python's `True`/`False`/`None` become JSON
 //! literals, trailing commas vanish. Whitespace outside strings is dropped.
 
-/// Deepest nesting accepted; serde_json's own default limit is 128.
-const DEPTH_MAX: usize = 64;
+use crate::limits;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Frame {
@@ -165,7 +164,7 @@ impl JsonStreamer {
         }
         match c {
             '{' | '[' => {
-                if self.frames.len() >= DEPTH_MAX {
+                if self.frames.len() >= limits::tool_arguments_depth_max {
                     self.state = State::Invalid;
                     return Some(0);
                 }

@@ -13,10 +13,8 @@ use serde_json::Value;
 use super::json_args::{JsonStatus, JsonStreamer};
 use super::region::{Decision, RegionDecoder};
 use super::sink::CallSink;
+use crate::limits;
 use crate::stream_core::{expect_at_start, leading_whitespace_len, scan, Expect, Scan};
-
-/// Bytes a call object may take before its name must have appeared.
-const UNNAMED_SIZE_MAX: usize = 64 * 1024;
 
 /// Which keys carry the function name and its arguments.
 pub(crate) struct CallKeys {
@@ -178,7 +176,7 @@ impl CallWalker {
         let c = text[blank..].chars().next()?;
         // The limit is checked where a token starts, a position that does
         // not depend on how the text was chunked.
-        if !sink.region_committed() && self.walked + blank > UNNAMED_SIZE_MAX {
+        if !sink.region_committed() && self.walked + blank > limits::tool_call_unnamed_bytes_max {
             return Some(Err(blank));
         }
         let next = match (&self.state, c) {

@@ -2,10 +2,8 @@
 //! `<function=`, `<|open|>call`) and its end marker, the name or key written
 //! there, attributes and XML entities. Shared by the tagged formats.
 
+use crate::limits;
 use crate::stream_core::{floor_char_boundary, leading_whitespace_len, scan, Scan};
-
-/// Longest header (name and attributes) before its end marker.
-const HEADER_SIZE_MAX: usize = 256;
 
 /// Ends a header; `consume: false` leaves it for what follows.
 pub(crate) struct HeaderEnd {
@@ -41,7 +39,7 @@ pub(crate) enum HeaderParse {
     Invalid,
 }
 
-/// Finds the end of a header within [`HEADER_SIZE_MAX`] bytes of `text`.
+/// Finds the end of a header within [`limits::tool_header_bytes_max`] bytes of `text`.
 pub(crate) fn parse_header(text: &str, header: &Header, at_end: bool) -> HeaderParse {
     if matches!(header.name, NameRule::Attribute(_)) {
         // `<invoke name=..>` but not `<invoked>`: attributes follow a blank
@@ -59,14 +57,14 @@ pub(crate) fn parse_header(text: &str, header: &Header, at_end: bool) -> HeaderP
     let lead = leading_whitespace_len(text);
     let ends: Vec<&str> = header.ends.iter().map(|e| e.text).collect();
     let longest_end = ends.iter().map(|e| e.len()).max().unwrap_or(0);
-    let window = &text[lead..floor_char_boundary(text, lead + HEADER_SIZE_MAX + longest_end)];
+    let window = &text[lead..floor_char_boundary(text, lead + limits::tool_header_bytes_max + longest_end)];
     match scan(window, &ends) {
-        Scan::Found { at, index } if at <= HEADER_SIZE_MAX => {
+        Scan::Found { at, index } if at <= limits::tool_header_bytes_max => {
             let end = &header.ends[index];
             let consumed = lead + at + if end.consume { end.text.len() } else { 0 };
             HeaderParse::Parsed { capture: (lead, lead + at), consumed }
         }
-        Scan::Partial { safe_len } if safe_len <= HEADER_SIZE_MAX && !at_end => HeaderParse::Wait,
+        Scan::Partial { safe_len } if safe_len <= limits::tool_header_bytes_max && !at_end => HeaderParse::Wait,
         _ => HeaderParse::Invalid,
     }
 }

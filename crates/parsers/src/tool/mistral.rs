@@ -9,12 +9,11 @@ use super::json_args::{JsonStatus, JsonStreamer};
 use super::json_call::{JsonRegion, JsonSyntax};
 use super::region::{Decision, RegionDecoder};
 use super::sink::CallSink;
+use crate::limits;
 use crate::stream_core::{floor_char_boundary, leading_whitespace_len, scan, Scan};
 
 const ARGS_MARKER: &str = "[ARGS]";
 const CALL_ID_MARKER: &str = "[CALL_ID]";
-/// Longest name (with call id) before `[ARGS]`.
-const HEADER_SIZE_MAX: usize = 256;
 
 enum Phase {
     Choose,
@@ -40,10 +39,10 @@ impl MistralDecoder {
             self.phase = Phase::Json(JsonRegion::new(&MISTRAL_JSON));
             return Decision::Advance(blank);
         }
-        let window = &text[..floor_char_boundary(text, HEADER_SIZE_MAX + ARGS_MARKER.len())];
+        let window = &text[..floor_char_boundary(text, limits::tool_header_bytes_max + ARGS_MARKER.len())];
         let at = match scan(window, &[ARGS_MARKER]) {
-            Scan::Found { at, .. } if at <= HEADER_SIZE_MAX => at,
-            Scan::Partial { safe_len } if safe_len <= HEADER_SIZE_MAX && !at_end => {
+            Scan::Found { at, .. } if at <= limits::tool_header_bytes_max => at,
+            Scan::Partial { safe_len } if safe_len <= limits::tool_header_bytes_max && !at_end => {
                 return Decision::Wait;
             }
             _ => return Decision::Reject,

@@ -17,10 +17,9 @@ use serde_json::{Map, Value};
 
 use super::markup::decode_entities;
 use super::schema::{self, ValueType};
+use crate::limits;
 
 pub(crate) const NAMESPACE: &str = "]<]minimax[>[";
-const DEPTH_MAX: usize = 64;
-const TAG_NAME_SIZE_MAX: usize = 128;
 const MIXED_TEXT_KEY: &str = "$text";
 
 enum Node {
@@ -77,7 +76,7 @@ fn parse(body: &str) -> Node {
             close(&mut stack, name.trim());
         } else if let Some(name) = tag.strip_suffix('/') {
             attach(&mut stack, Element::new(name.trim()));
-        } else if stack.len() > DEPTH_MAX {
+        } else if stack.len() > limits::tool_arguments_depth_max {
             push_text(&mut stack, NAMESPACE);
             push_text(&mut stack, &format!("<{tag}>"));
         } else {
@@ -97,7 +96,7 @@ fn parse(body: &str) -> Node {
 /// `<name>` at the start of `text`: the name and the text after `>`.
 fn tag_name(text: &str) -> Option<(&str, &str)> {
     let inner = text.strip_prefix('<')?;
-    let end = inner[..floor(inner, TAG_NAME_SIZE_MAX)].find('>')?;
+    let end = inner[..floor(inner, limits::tool_tag_name_bytes_max)].find('>')?;
     let name = &inner[..end];
     (!name.trim().is_empty() && !name.contains('<')).then(|| (name, &inner[end + 1..]))
 }

@@ -6,9 +6,8 @@
 //! dicts. No expressions are evaluated. [`Balance`] finds where a bracketed
 //! literal ends while it streams in.
 
+use crate::limits;
 use serde_json::{Map, Number, Value};
-
-const DEPTH_MAX: usize = 64;
 
 /// A call written as `name(key=value, ...)`.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,7 +140,7 @@ impl Parser<'_> {
     fn value(&mut self) -> Parsed<Value> {
         self.skip_blank();
         self.depth += 1;
-        if self.depth > DEPTH_MAX {
+        if self.depth > limits::tool_arguments_depth_max {
             return Err(NotLiteral);
         }
         let value = match self.peek().ok_or(NotLiteral)? {

@@ -10,10 +10,8 @@ use serde_json::{Map, Value};
 use super::py_literal::{self, Balance, BalanceStatus, PyCall};
 use super::region::{Decision, RegionDecoder};
 use super::sink::{is_valid_name, CallSink};
+use crate::limits;
 use crate::stream_core::floor_char_boundary;
-
-/// Longest call list buffered before the candidate is given up.
-const LIST_SIZE_MAX: usize = 256 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PyShape {
@@ -128,7 +126,7 @@ fn dict_call(item: Value) -> Option<PyCall> {
 
 impl RegionDecoder for PythonCallsDecoder {
     fn step(&mut self, text: &str, at_end: bool, sink: &mut CallSink) -> Decision {
-        let room = LIST_SIZE_MAX.saturating_sub(self.text.len());
+        let room = limits::tool_call_list_bytes_max.saturating_sub(self.text.len());
         let window = &text[..floor_char_boundary(text, room)];
         let (used, status) = self.balance.feed(window, at_end);
         self.text.push_str(&window[..used]);
@@ -148,7 +146,7 @@ impl RegionDecoder for PythonCallsDecoder {
                 }
                 _ => Decision::Reject,
             },
-            BalanceStatus::Open if at_end || self.text.len() >= LIST_SIZE_MAX => Decision::Reject,
+            BalanceStatus::Open if at_end || self.text.len() >= limits::tool_call_list_bytes_max => Decision::Reject,
             BalanceStatus::Open if used == 0 => Decision::Wait,
             BalanceStatus::Open => Decision::Advance(used),
         }

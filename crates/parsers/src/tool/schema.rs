@@ -7,9 +7,7 @@
 use serde_json::{Map, Value};
 
 use super::py_literal;
-
-/// How deep composition keywords are followed.
-const COMPOSITION_DEPTH_MAX: usize = 8;
+use crate::limits;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ValueType {
@@ -32,7 +30,7 @@ fn property_at_depth<'a>(schema: &'a Value, key: &str, depth: usize) -> Option<&
     if let Some(found) = schema.get("properties").and_then(|p| p.get(key)) {
         return Some(found);
     }
-    if depth >= COMPOSITION_DEPTH_MAX {
+    if depth >= limits::schema_composition_depth_max {
         return None;
     }
     ["oneOf", "anyOf", "allOf"]
@@ -64,7 +62,7 @@ fn value_type_at_depth(schema: &Value, depth: usize) -> ValueType {
         }
         _ => {}
     }
-    if depth < COMPOSITION_DEPTH_MAX {
+    if depth < limits::schema_composition_depth_max {
         let branch_type = ["oneOf", "anyOf", "allOf"]
             .iter()
             .filter_map(|keyword| schema.get(keyword).and_then(Value::as_array))

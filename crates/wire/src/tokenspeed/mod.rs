@@ -56,10 +56,6 @@ pub const ENGINE_TOP_K_MAX: i32 = 127;
 /// Largest `repetition_penalty` the engine accepts (vLLM has no upper bound).
 pub const ENGINE_REPETITION_PENALTY_MAX: f64 = 2.0;
 
-/// Preallocation cap for lengths read from the wire, so a hostile length costs no memory
-/// before the bytes behind it are seen.
-pub(crate) const DECODE_RESERVE_MAX: usize = 4096;
-
 /// The engine's ZMQ identity: `--zmq-engine-index` + its attention-DP rank, as two
 /// little-endian bytes (the same value the engine puts in `engine_index` of its outputs).
 pub fn engine_identity(engine_index: u16) -> [u8; 2] {

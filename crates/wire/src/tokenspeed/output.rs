@@ -10,7 +10,7 @@
 //! never set here: the wire does not say which token matched (see `finish`).
 
 use super::super::msgpack::{DecodeError, DecodeResult, Reader};
-use super::DECODE_RESERVE_MAX;
+use crate::limits;
 use crate::output::LogprobRow;
 use crate::{FinishReason, Logprobs, TokenEvent};
 
@@ -153,7 +153,7 @@ fn column<'a, T>(
     if let Some(expected) = expected.filter(|&e| e != n) {
         return Err(DecodeError(format!("{name} has {n} entries for {expected} request ids")));
     }
-    let mut out = Vec::with_capacity(n.min(DECODE_RESERVE_MAX));
+    let mut out = Vec::with_capacity(n.min(limits::decode_reserve_items_max));
     for _ in 0..n {
         out.push(item(r).map_err(|e| DecodeError(format!("{name}: {e}")))?);
     }
@@ -162,7 +162,7 @@ fn column<'a, T>(
 
 fn list<'a, T>(r: &mut Reader<'a>, mut item: impl FnMut(&mut Reader<'a>) -> DecodeResult<T>) -> DecodeResult<Vec<T>> {
     let n = r.array_len()?;
-    let mut out = Vec::with_capacity(n.min(DECODE_RESERVE_MAX));
+    let mut out = Vec::with_capacity(n.min(limits::decode_reserve_items_max));
     for _ in 0..n {
         out.push(item(r)?);
     }
