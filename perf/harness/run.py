@@ -18,7 +18,8 @@ and the same bytes; `shardgate-direct` (sim attached straight to shardgate, no s
 control that shows what the shim itself adds to latency.
 
 Usage: perf/harness/setup.sh && perf/harness/run.py [--workloads a,b,c8,c64,d,t]
-       [--gateways shardgate,vllm-rs,smg,shardgate-direct,shardgate-hf-tokenizer,sink] [--duration 20]
+       [--gateways shardgate,vllm-rs,smg,shardgate-direct,shardgate-hf-tokenizer,shardgate-before,sink] [--duration 20]
+       [--before-bin PATH]   (shardgate-before: another build of the gateway, side by side)
        [--aging ROUNDS --aging-gateways shardgate,vllm-rs,smg]
        perf/harness/run.py --summarize perf/results/<ts>.json   (re-print the tables)
 `sink` is `shardgate bench sink` (no engine): on workload t its TTFT is the client/HTTP floor.
@@ -311,6 +312,10 @@ def gateway_cmd(gw, env, run_dir, port, model_dir):
         if gw == "shardgate-hf-tokenizer":
             # the same gateway encoding with `tokenizers` instead of its fast BPE, side by side
             cmd = ["env", "SHARDGATE_FAST_BPE=0"] + cmd
+        if gw == "shardgate-before":
+            # another build of the gateway (--before-bin), same flags, simulator and shim: a
+            # change measured side by side with the code before it, in one run-set
+            cmd[0] = env["SHARDGATE_BEFORE"]
         return cmd, path, derived_handshake_port(path), "qwen3-demo"
     if gw == "vllm-rs":
         hs = free_port()
@@ -888,6 +893,8 @@ def main():
     ap.add_argument("--keep-jsonl", action="store_true", help="keep the per-request JSONL files")
     ap.add_argument("--bin-dir", default="/tmp/perf-bin", help="private copies of the binaries go here")
     ap.add_argument("--no-copy", action="store_true", help="use the binaries already in --bin-dir")
+    ap.add_argument("--before-bin", metavar="SHARDGATE",
+                    help="another shardgate binary, run as gateway `shardgate-before` (copied like the others)")
     ap.add_argument("--work-dir", default="/tmp/perf-runs")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "perf", "results"))
     ap.add_argument("--label", default="")
@@ -916,6 +923,9 @@ def main():
         env["SHARDGATE"], env["SIM"] = os.path.join(args.bin_dir, "shardgate"), os.path.join(args.bin_dir, "shardgate-sim")
     else:
         env["SHARDGATE"], env["SIM"] = copy_bins(args.bin_dir)
+    if args.before_bin:
+        env["SHARDGATE_BEFORE"] = os.path.join(args.bin_dir, "shardgate-before")
+        shutil.copy2(args.before_bin, env["SHARDGATE_BEFORE"])
     model_dir = subprocess.run([env["SHARDGATE"], "demo", "--prepare"], capture_output=True, text=True,
                                check=True).stdout.strip().splitlines()[-1]
     ts = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
