@@ -1,6 +1,6 @@
 //! Golden vectors for every reasoning and tool-call parser, run through one
-//! harness (crates/parsers/crates/parsers/tests/vectors/{reasoning,tool}/*.json), plus parser selection
-//! (crates/parsers/crates/parsers/tests/vectors/selection/detection.json, names, aliases, errors).
+//! harness (crates/parsers/tests/vectors/{reasoning,tool}/*.json), plus parser selection
+//! (crates/parsers/tests/vectors/selection/detection.json, names, aliases, errors).
 //!
 //! Each case is checked one-shot (`push(whole)` + `finish()`) against the
 //! vector's expectation, and streamed against the one-shot result: at every
@@ -528,7 +528,7 @@ fn aliases_parse_like_qwen_xml() {
 #[test]
 fn detection_table() {
     let table =
-        load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/parsers/tests/vectors/selection/detection.json"));
+        load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/selection/detection.json"));
     let mut failures = Vec::new();
     for row in table["cases"].as_array().into_iter().flatten() {
         let model = row["model"].as_str().unwrap_or("");
