@@ -531,7 +531,7 @@ mod tests {
     }
 
     #[test]
-    fn startup_errors_use_the_seed_texts() {
+    fn startup_errors_use_smgs_texts() {
         // `-out.sock` fits in `sun_path`; shard 1's `-in.1.sock` does not.
         let long = format!("ipc:///tmp/sg/{}", "x".repeat(90));
         let cases: [(&[&str], &str); 15] = [

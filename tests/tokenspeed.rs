@@ -55,7 +55,7 @@ fn chat_and_completions_stream_and_not_through_every_shard() {
 }
 
 #[test]
-fn the_seeds_refusals_come_back_as_400() {
+fn smgs_refusals_come_back_as_400() {
     let g = tokenspeed(2, &[], &[]);
     let r = g.post_json(
         "/v1/chat/completions",
@@ -204,7 +204,7 @@ fn the_eos_token_tokenspeed_sends_is_not_in_the_text() {
 }
 
 #[test]
-fn media_for_an_mrope_model_is_refused_with_the_seeds_text() {
+fn media_for_an_mrope_model_is_refused_with_smgs_text() {
     // The demo model, with a Qwen2-VL style rope_scaling.
     let dir =
         common::model_dir_with("mrope", &json!({"rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}));

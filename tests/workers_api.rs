@@ -99,7 +99,7 @@ fn deleting_a_pending_worker_cancels_its_handshake() {
 /// Every check that needs no engine is made before the answer: 400 with the reason in the
 /// OpenAI envelope, SMG's `Failed job` line in the log, nothing registered.
 #[test]
-fn rejected_registrations_answer_400_with_the_seed_texts() {
+fn rejected_registrations_answer_400_with_smgs_texts() {
     let g = Gateway::start();
     let d = g.dir.display().to_string();
     let taken = g.get("/workers").json()["workers"][0]["handshake_address"].as_str().unwrap().to_string();

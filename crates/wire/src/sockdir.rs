@@ -221,12 +221,12 @@ mod tests {
     }
 
     #[test]
-    fn derived_port_matches_the_seed_example() {
+    fn derived_port_matches_smgs_documented_example() {
         assert_eq!(derived_handshake_port("/tmp/smg-zmq/engine-0"), 22670);
     }
 
     #[test]
-    fn shard_zero_keeps_the_seed_names() {
+    fn shard_zero_keeps_smgs_socket_names() {
         assert_eq!(socket_paths("/a/e", 0), ("/a/e-in.sock".into(), "/a/e-out.sock".into()));
         assert_eq!(socket_paths("/a/e", 3), ("/a/e-in.3.sock".into(), "/a/e-out.3.sock".into()));
     }

@@ -298,7 +298,7 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_parameters_are_typed_errors_with_the_seed_texts() {
+    fn unsupported_parameters_are_typed_errors_with_smgs_texts() {
         let cases: Vec<(EngineRequest, &str)> = vec![
             (
                 request(SamplingParams { logprobs: Some(2), ..Default::default() }),
