@@ -336,11 +336,11 @@ impl Config {
             let path = url
                 .strip_prefix("ipc://")
                 .ok_or_else(|| refused("ZMQ worker URL must be ipc://<path>".into()))
-                .and_then(|p| sockdir::normalize(p).map_err(refused))?;
+                .and_then(|p| sockdir::normalize(p).map_err(|e| refused(e.to_string())))?;
             if let Some(other) = workers.iter().find(|w| sockdir::same_files(&w.path, &path)) {
                 return Err(refused(format!("worker {url} is already registered as {}", other.url)));
             }
-            sockdir::check(&path, pairs, worker_socket_root.as_deref()).map_err(refused)?;
+            sockdir::check(&path, pairs, worker_socket_root.as_deref()).map_err(|e| refused(e.to_string()))?;
             workers.push(WorkerConfig {
                 url: format!("ipc://{path}"),
                 path,

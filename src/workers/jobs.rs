@@ -43,7 +43,7 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
         }
         return Err(format!("worker {url} is not a ZMQ worker: this gateway serves ipc:// workers only"));
     };
-    let path = sockdir::normalize(raw_path)?;
+    let path = sockdir::normalize(raw_path).map_err(|e| e.to_string())?;
     let backend = match req.runtime.as_deref() {
         None => {
             tracing::info!("runtime_type unspecified for ZMQ worker; defaulting to vLLM EngineCore");
@@ -82,7 +82,7 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
         return Err(format!("worker {url} is already registered as {}", other.url()));
     }
     let pairs = handshake::pair_count(backend, ctx.shared.shards);
-    sockdir::check(&path, pairs, config.worker_socket_root.as_deref())?;
+    sockdir::check(&path, pairs, config.worker_socket_root.as_deref()).map_err(|e| e.to_string())?;
     let worker = WorkerConfig {
         url: format!("ipc://{path}"),
         path,

@@ -73,7 +73,8 @@ pub async fn connect(
     socket_root: Option<&std::path::Path>,
     timeout: Duration,
 ) -> Result<Connected, String> {
-    let files = sockdir::prepare(&worker.path, pair_count(worker.backend, shards), socket_root)?;
+    let files =
+        sockdir::prepare(&worker.path, pair_count(worker.backend, shards), socket_root).map_err(|e| e.to_string())?;
     let handshake = zmq_ctx.socket(zmq::ROUTER).map_err(|e| format!("cannot create handshake socket: {e}"))?;
     handshake.set_linger(0).map_err(|e| e.to_string())?;
     handshake.bind(handshake_address).map_err(|e| {

@@ -235,7 +235,7 @@ impl Socket {
                         break;
                     }
                     Err(e) => {
-                        self.close(i, Some(&e));
+                        self.close(i, Some(&e.to_string()));
                         break;
                     }
                 }
