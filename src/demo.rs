@@ -70,7 +70,7 @@ impl Drop for KillOnDrop {
 }
 
 pub fn run(args: &DemoArgs) -> Result<(), String> {
-    let model_dir = demo_model::ensure()?;
+    let model_dir = demo_model::ensure().map_err(|e| e.to_string())?;
     if args.prepare {
         println!("{}", model_dir.display());
         return Ok(());

@@ -14,7 +14,7 @@ use shardgate_util::json::push_str;
 pub fn render_templates(args: &TemplateArgs) -> Result<(), String> {
     let model_path = match (&args.model_path, &args.tokenizer_package) {
         (Some(p), _) => p.clone(),
-        (None, Some(pkg)) => shardgate_text::assets::npm_tokenizer(pkg)?,
+        (None, Some(pkg)) => shardgate_text::assets::npm_tokenizer(pkg).map_err(|e| e.to_string())?,
         (None, None) => return Err("pass --model-path DIR or --tokenizer-package PACKAGE".into()),
     };
     let model = ModelAssets::load(&ModelSource {
@@ -23,8 +23,10 @@ pub fn render_templates(args: &TemplateArgs) -> Result<(), String> {
         chat_template: args.chat_template.clone(),
         served_name: "template".into(),
         use_generation_config: true,
-    })?;
-    let template = ChatTemplate::compile(model.chat_template.as_deref().ok_or("the model has no chat template")?)?;
+    })
+    .map_err(|e| e.to_string())?;
+    let template = ChatTemplate::compile(model.chat_template.as_deref().ok_or("the model has no chat template")?)
+        .map_err(|e| e.to_string())?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     for line in std::io::stdin().lock().lines() {

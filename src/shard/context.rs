@@ -17,7 +17,7 @@ use crate::workers::registry::Registry;
 use crate::workers::{jobs, WorkerMeta};
 use shardgate_text::template::ChatTemplate;
 use shardgate_text::tokenizer::cache::TokenizerCache;
-use shardgate_text::ModelAssets;
+use shardgate_text::{ModelAssets, ModelError, TemplateError, TokenizerError};
 
 /// The parsers that apply to the served model.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -72,7 +72,7 @@ pub struct Shared {
     pub draining: std::sync::atomic::AtomicBool,
     /// Open API connections a shard holds at most (`http::fd_budget`).
     pub connections_per_shard: usize,
-    model: OnceLock<Result<Arc<ModelAssets>, String>>,
+    model: OnceLock<Result<Arc<ModelAssets>, ModelError>>,
 }
 
 impl Shared {
@@ -120,11 +120,11 @@ impl Shared {
     }
 
     /// The model, once its tokenizer has loaded. `Err` holds the load error.
-    pub fn model(&self) -> Option<&Result<Arc<ModelAssets>, String>> {
+    pub fn model(&self) -> Option<&Result<Arc<ModelAssets>, ModelError>> {
         self.model.get()
     }
 
-    pub fn set_model(&self, m: Result<Arc<ModelAssets>, String>) {
+    pub fn set_model(&self, m: Result<Arc<ModelAssets>, ModelError>) {
         let _ = self.model.set(m);
     }
 }
@@ -135,7 +135,7 @@ pub struct ShardCtx {
     pub shared: Arc<Shared>,
     /// This shard's connection to each worker, by worker key.
     links: RefCell<HashMap<u64, Rc<EngineLink>>>,
-    template: OnceCell<Result<Rc<ChatTemplate>, String>>,
+    template: OnceCell<Result<Rc<ChatTemplate>, TemplateError>>,
     tokenizer_cache: RefCell<Option<TokenizerCache>>,
     /// This shard's replica policy (its state, e.g. the prefix tree, is per shard).
     policy: RefCell<Box<dyn Policy>>,
@@ -196,17 +196,22 @@ impl ShardCtx {
     }
 
     /// The chat template, compiled on this shard at first use.
-    pub fn chat_template(&self, model: &ModelAssets) -> Result<Rc<ChatTemplate>, String> {
+    pub fn chat_template(&self, model: &ModelAssets) -> Result<Rc<ChatTemplate>, TemplateError> {
         self.template
             .get_or_init(|| match &model.chat_template {
                 Some(src) => ChatTemplate::compile(src).map(Rc::new),
-                None => Err("this model has no chat template; pass --chat-template".to_string()),
+                None => Err(TemplateError::Missing),
             })
             .clone()
     }
 
     /// Tokenizes through this shard's caches (when enabled); identical to a plain encode.
-    pub fn encode(&self, model: &ModelAssets, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, String> {
+    pub fn encode(
+        &self,
+        model: &ModelAssets,
+        text: &str,
+        add_special_tokens: bool,
+    ) -> Result<Vec<u32>, TokenizerError> {
         let config = self.shared.config.tokenizer_cache;
         if !config.l0_enabled && !config.l1_enabled {
             return model.tokenizer.encode(text, add_special_tokens);

@@ -56,7 +56,7 @@ pub fn run(args: Args) -> Result<(), String> {
         return Err("--zmq-engine-index + --data-parallel-size - 1 must fit in 16 bits".into());
     }
     let tokenizer = match &args.model_path {
-        Some(dir) => Some(Tokenizer::from_file(&dir.join("tokenizer.json"))?),
+        Some(dir) => Some(Tokenizer::from_file(&dir.join("tokenizer.json")).map_err(|e| e.to_string())?),
         None => None,
     };
     let script = match &args.script {
