@@ -17,6 +17,6 @@ pub mod policy;
 mod prefix_tree;
 pub mod rank_load;
 
-pub use cache_aware::{CacheAwareConfig, CacheAwarePolicy};
+pub use cache_aware::{CacheAwareConfig, CacheAwareError, CacheAwarePolicy};
 pub use policy::{new_policy, new_policy_seeded, Candidate, Policy, PolicyKind, UnknownPolicy};
 pub use rank_load::{score, RankLoad, RankOutOfRange, RankTable};

@@ -11,6 +11,7 @@ use arc_swap::ArcSwap;
 use super::mailbox::{Mailbox, ShardMsg};
 use crate::config::Config;
 use crate::engine::zmq::connection::EngineLink;
+use crate::engine::zmq::loss::LinkLoss;
 use crate::metrics::ShardMetrics;
 use crate::routing::{new_policy, Candidate, Policy};
 use crate::workers::registry::Registry;
@@ -232,7 +233,7 @@ impl ShardCtx {
                         Ok(link) => {
                             self.links.borrow_mut().insert(worker, link);
                         }
-                        Err(e) => w.report_lost(epoch, &format!("shard {} cannot take its sockets: {e}", self.index)),
+                        Err(e) => w.report_lost(epoch, LinkLoss::Attach { shard: self.index, error: Arc::new(e) }),
                     }
                 }
                 done.fetch_sub(1, Ordering::AcqRel);
@@ -254,7 +255,7 @@ impl ShardCtx {
             ShardMsg::StopAccepting => self.stop_accepting.raise(),
             ShardMsg::AbortAll => {
                 for link in self.links.borrow().values() {
-                    link.abort_all("the gateway is shutting down");
+                    link.abort_all(LinkLoss::Shutdown);
                 }
             }
             ShardMsg::RemoveWorker(id) => {

@@ -24,7 +24,7 @@ fn driver_name() -> &'static str {
 }
 
 /// Starts `shared.shards` shards and blocks until they all exit.
-pub fn run(shared: Arc<Shared>) -> Result<(), String> {
+pub fn run(shared: Arc<Shared>) -> Result<(), crate::startup::StartupError> {
     let cores = core_ids();
     let mut handles = Vec::with_capacity(shared.shards);
     for index in 0..shared.shards {
@@ -46,7 +46,7 @@ pub fn run(shared: Arc<Shared>) -> Result<(), String> {
                 tracing::debug!("shard {index} on cpu {core:?} ({})", driver_name());
                 rt.block_on(context::shard_main(shared, index));
             })
-            .map_err(|e| format!("cannot start shard thread {index}: {e}"))?;
+            .map_err(|source| crate::startup::StartupError::Thread { what: format!("shard thread {index}"), source })?;
         handles.push(handle);
     }
     for h in handles {
