@@ -188,13 +188,24 @@ pub enum FaultSource {
 pub struct EngineFault {
     pub source: FaultSource,
     pub message: String,
-    /// True when the request provably never reached the engine, so resending cannot duplicate work.
+    /// True when resending the request to another engine cannot duplicate work: it never
+    /// reached the engine, or the engine that had it is gone (it died or closed its
+    /// connection), so nothing of it runs any more. `pipeline::retry` resends such a request
+    /// once when nothing of its output was produced yet.
     pub retry_safe: bool,
+    /// The engine rank (position in the worker's group) the request was on, when known.
+    pub rank: Option<usize>,
 }
 
 impl EngineFault {
     pub fn new(source: FaultSource, message: impl fmt::Display, retry_safe: bool) -> Self {
-        EngineFault { source, message: message.to_string(), retry_safe }
+        EngineFault { source, message: message.to_string(), retry_safe, rank: None }
+    }
+
+    /// The fault of a request that was on engine rank `rank`.
+    pub fn on_rank(mut self, rank: usize) -> Self {
+        self.rank = Some(rank);
+        self
     }
 
     pub fn to_api_error(&self) -> ApiError {

@@ -177,11 +177,16 @@ impl ShardCtx {
 
     /// The link of the routable worker `--policy` picks for a prompt of `tokens`.
     pub fn pick_link(&self, tokens: &[u32]) -> Option<Rc<EngineLink>> {
+        self.pick_link_except(tokens, None)
+    }
+
+    /// `pick_link` among the workers other than `except` (the one a request just failed on).
+    pub fn pick_link_except(&self, tokens: &[u32], except: Option<u64>) -> Option<Rc<EngineLink>> {
         let workers = self.shared.registry.snapshot();
         let links = self.links.borrow();
         let mut candidates = Vec::with_capacity(workers.len());
         let mut open = Vec::with_capacity(workers.len());
-        for w in workers.iter().filter(|w| w.is_routable()) {
+        for w in workers.iter().filter(|w| w.is_routable() && Some(w.key) != except) {
             if let Some(link) = links.get(&w.key).filter(|l| l.is_open()) {
                 candidates.push(Candidate { key: w.key, load: w.load() });
                 open.push(link);

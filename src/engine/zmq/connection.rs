@@ -156,16 +156,21 @@ impl EngineLink {
     }
 
     /// Sends an ADD. The returned `Submission` aborts the request on the engine if it is dropped
-    /// before the engine finished it. Errors are what the client gets: a request this engine
-    /// cannot take (400), a full relay queue (503), a transport fault. `lockstep`: the model is
-    /// MoE, so the group's engines only step together (see `wake_group`).
-    pub async fn submit(self: &Rc<Self>, req: &EngineRequest, lockstep: bool) -> Result<Submission, ApiError> {
+    /// before the engine finished it. Errors: a request this engine cannot take (400) or a full
+    /// relay queue (503), which are the client's answer, or a fault of the link, which
+    /// `pipeline::retry` may route around. `lockstep`: the model is MoE, so the group's engines
+    /// only step together (see `wake_group`).
+    pub async fn submit(self: &Rc<Self>, req: &EngineRequest, lockstep: bool) -> Result<Submission, SubmitError> {
         if self.closed.get() {
-            return Err(EngineFault::new(FaultSource::Gateway, "engine connection is closed", true).to_api_error());
+            return Err(SubmitError::Fault(EngineFault::new(
+                FaultSource::Gateway,
+                "engine connection is closed",
+                true,
+            )));
         }
         if self.requests.borrow().contains_key(&req.request_id) {
             // A duplicate live id kills a vLLM engine; ids are unique by construction.
-            return Err(EngineFault::new(FaultSource::Gateway, "duplicate live request id", true).to_api_error());
+            return Err(SubmitError::Fault(EngineFault::new(FaultSource::Gateway, "duplicate live request id", true)));
         }
         let payload = {
             let mut buf = self.scratch.borrow_mut();
@@ -173,7 +178,7 @@ impl EngineLink {
             match self.backend {
                 Backend::Vllm => vllm::request::encode_add(req, self.client_index, &mut buf),
                 Backend::Tokenspeed => tokenspeed::request::encode_add(req, true, &mut buf)
-                    .map_err(|u| ApiError::invalid_param(u.param(), u.to_string()))?,
+                    .map_err(|u| SubmitError::Refused(ApiError::invalid_param(u.param(), u.to_string())))?,
             }
             buf.clone()
         };
@@ -200,7 +205,7 @@ impl EngineLink {
             // Silence is measured from the moment work is outstanding.
             self.last_output.set(Instant::now());
         }
-        Ok(Submission { link: self.clone(), request_id: req.request_id.clone(), slot })
+        Ok(Submission { link: self.clone(), request_id: req.request_id.clone(), slot, rank })
     }
 
     /// A MoE group steps in lockstep (every step ends in a collective all ranks must join), and
@@ -220,13 +225,13 @@ impl EngineLink {
         }
     }
 
-    async fn send_add(&self, rank: usize, payload: Vec<u8>) -> Result<(), ApiError> {
+    async fn send_add(&self, rank: usize, payload: Vec<u8>) -> Result<(), SubmitError> {
         let input = match &self.transport {
             Transport::Direct(input) | Transport::Owner(input, _) => input,
             Transport::Relay(hub) => {
                 return hub.push_request(Outgoing { rank, kind: REQUEST_ADD, payload }).map_err(|_| {
                     tracing::warn!("worker {}: relay queue to the owner shard is full", self.worker.url());
-                    ApiError::overloaded("The engine's request queue is full; try again later", 1)
+                    SubmitError::Refused(ApiError::overloaded("The engine's request queue is full; try again later", 1))
                 });
             }
         };
@@ -239,7 +244,10 @@ impl EngineLink {
             .await;
         sent.map_err(|e| {
             self.fail(LinkLoss::SendFailed(e));
-            EngineFault::new(FaultSource::Transport, format!("cannot send request to engine: {e}"), true).to_api_error()
+            SubmitError::Fault(
+                EngineFault::new(FaultSource::Transport, format!("cannot send request to engine: {e}"), true)
+                    .on_rank(rank),
+            )
         })
     }
 
@@ -356,15 +364,13 @@ impl EngineLink {
         }
         let ids: Vec<String> = self.requests.borrow().keys().cloned().collect();
         for id in ids {
-            let Some(Live { slot, .. }) = self.retire(&id) else { continue };
-            slot.push(
-                SlotEvent::Fault(EngineFault::new(
-                    FaultSource::Transport,
-                    format!("engine connection lost: {reason}"),
-                    false,
-                )),
-                Instant::now(),
+            let Some(Live { slot, rank, .. }) = self.retire(&id) else { continue };
+            let fault = EngineFault::new(
+                FaultSource::Transport,
+                format!("engine connection lost: {reason}"),
+                reason.retry_safe(),
             );
+            slot.push(SlotEvent::Fault(fault.on_rank(rank)), Instant::now());
         }
         self.close_signal.raise();
     }
@@ -439,11 +445,38 @@ impl EngineLink {
     }
 }
 
+/// Why an ADD was not sent.
+#[derive(Debug)]
+pub enum SubmitError {
+    /// The link failed or was closed: the request never reached an engine (`retry_safe`).
+    Fault(EngineFault),
+    /// This engine cannot take the request as it is (TokenSpeed's limits), or its relay queue
+    /// is full: the client's answer, never routed around.
+    Refused(ApiError),
+}
+
+impl SubmitError {
+    pub fn to_api_error(&self) -> ApiError {
+        match self {
+            SubmitError::Fault(f) => f.to_api_error(),
+            SubmitError::Refused(e) => e.clone(),
+        }
+    }
+}
+
+impl From<ApiError> for SubmitError {
+    fn from(e: ApiError) -> Self {
+        SubmitError::Refused(e)
+    }
+}
+
 /// A request in flight on a link. Dropping it before the engine finished aborts it there.
 pub struct Submission {
     link: Rc<EngineLink>,
     request_id: String,
     slot: Rc<RequestSlot>,
+    /// The engine rank (position in the worker's group) it was sent to.
+    rank: usize,
 }
 
 impl Submission {
@@ -457,6 +490,16 @@ impl Submission {
 
     pub fn request_id(&self) -> &str {
         &self.request_id
+    }
+
+    /// The engine rank it was sent to.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The link it is on.
+    pub fn link(&self) -> &Rc<EngineLink> {
+        &self.link
     }
 }
 

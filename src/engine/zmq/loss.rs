@@ -76,6 +76,33 @@ impl fmt::Display for LinkLoss {
     }
 }
 
+impl LinkLoss {
+    /// Whether the requests this loss failed may be sent to another engine: the engine that
+    /// held them is gone (it died, or its connection closed or cannot be reached), so nothing
+    /// of them runs any more and resending duplicates no work. A silent, undecodable or
+    /// unwritable engine may still be running them, and the gateway's own closes (shutdown,
+    /// removal) are not failures to route around.
+    pub fn retry_safe(&self) -> bool {
+        match self {
+            LinkLoss::EngineDead | LinkLoss::EngineClosed(_) => true,
+            LinkLoss::SendFailed(e)
+            | LinkLoss::RelayedSendFailed(e)
+            | LinkLoss::Unreachable(e)
+            | LinkLoss::PingFailed { error: e, .. } => *e == SendError::Unreachable,
+            LinkLoss::Reset(why) => why.retry_safe(),
+            LinkLoss::InputFailed(_)
+            | LinkLoss::OutputFailed(_)
+            | LinkLoss::Closed
+            | LinkLoss::Undecodable { .. }
+            | LinkLoss::Silent { .. }
+            | LinkLoss::Attach { .. }
+            | LinkLoss::ControlLinkClosed
+            | LinkLoss::Shutdown
+            | LinkLoss::Removed => false,
+        }
+    }
+}
+
 impl std::error::Error for LinkLoss {}
 
 #[cfg(test)]
@@ -120,6 +147,33 @@ mod tests {
         ];
         for (loss, text) in cases {
             assert_eq!(loss.to_string(), text);
+        }
+    }
+
+    /// Only an engine known to be gone makes its requests safe to send elsewhere.
+    #[test]
+    fn retry_safe_when_the_engine_is_gone() {
+        let io = || Arc::new(io::Error::from(io::ErrorKind::BrokenPipe));
+        let cases: Vec<(LinkLoss, bool)> = vec![
+            (LinkLoss::EngineDead, true),
+            (LinkLoss::EngineClosed(vec![0, 0]), true),
+            (LinkLoss::Unreachable(SendError::Unreachable), true),
+            (LinkLoss::SendFailed(SendError::Unreachable), true),
+            (LinkLoss::SendFailed(SendError::Full), false),
+            (LinkLoss::RelayedSendFailed(SendError::Full), false),
+            (LinkLoss::PingFailed { rank: 0, error: SendError::Unreachable }, true),
+            (LinkLoss::Reset(Box::new(LinkLoss::EngineDead)), true),
+            (LinkLoss::Reset(Box::new(LinkLoss::Silent { secs: 1 })), false),
+            (LinkLoss::Silent { secs: 300 }, false),
+            (LinkLoss::Undecodable { count: 3, error: DecodeError("x".into()) }, false),
+            (LinkLoss::InputFailed(io()), false),
+            (LinkLoss::OutputFailed(io()), false),
+            (LinkLoss::Shutdown, false),
+            (LinkLoss::Removed, false),
+            (LinkLoss::Closed, false),
+        ];
+        for (loss, safe) in cases {
+            assert_eq!(loss.retry_safe(), safe, "{loss}");
         }
     }
 }
