@@ -1,12 +1,14 @@
 //! The command line, and the only path from it to a validated `Config`. Fails loudly: a bad
 //! flag stops startup with a message naming it, before any socket is bound.
 
+use std::fmt;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::limits;
-use crate::routing::{CacheAwareConfig, PolicyKind};
+use crate::routing::{CacheAwareConfig, CacheAwareError, PolicyKind, UnknownPolicy};
+use crate::workers::refusal::WorkerRefusal;
 use shardgate_text::tokenizer::cache::CacheConfig;
 use shardgate_wire::sockdir;
 
@@ -222,13 +224,78 @@ pub struct DemoArgs {
     pub prepare: bool,
 }
 
-fn parse_engine_count(s: &str) -> Result<usize, String> {
+fn parse_engine_count(s: &str) -> Result<usize, ConfigError> {
     match s.parse::<usize>() {
         Ok(n) if (1..=limits::engines_per_worker_max).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "--zmq-engine-count must be a positive integer (at most {}), got '{s}'",
-            limits::engines_per_worker_max
-        )),
+        _ => Err(ConfigError::EngineCount(s.to_string())),
+    }
+}
+
+/// A command line that cannot start a gateway. Texts are the seed's (and SMG's `Failed job`
+/// lines for a refused worker); `main` prints them as `error: {e}`.
+#[derive(Debug)]
+pub enum ConfigError {
+    /// A `--worker-urls` worker refused, named as SMG's job log names it.
+    Worker {
+        url: String,
+        reason: WorkerRefusal,
+    },
+    /// `--backend` names no supported runtime.
+    Runtime(WorkerRefusal),
+    NoWorkers,
+    Shards(usize),
+    EngineCount(String),
+    SocketRoot(PathBuf),
+    ModelPath(PathBuf),
+    HealthCheckInterval,
+    /// `kind` is `reasoning parser` or `tool-call parser`.
+    UnknownParser {
+        kind: &'static str,
+        name: String,
+    },
+    MetricsPort(u16),
+    Policy(UnknownPolicy),
+    CacheAware(CacheAwareError),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Worker { url, reason } => write!(f, "Failed job: type=AddWorker, worker={url}: {reason}"),
+            ConfigError::Runtime(reason) => reason.fmt(f),
+            ConfigError::NoWorkers => f.write_str("no workers: pass --worker-urls ipc:///path/to/engine-0"),
+            ConfigError::Shards(n) => write!(f, "--shards must be between 1 and 1024, got {n}"),
+            ConfigError::EngineCount(given) => write!(
+                f,
+                "--zmq-engine-count must be a positive integer (at most {}), got '{given}'",
+                limits::engines_per_worker_max
+            ),
+            ConfigError::SocketRoot(dir) => {
+                write!(f, "--worker-socket-root must be an absolute path without '..', got {}", dir.display())
+            }
+            ConfigError::ModelPath(dir) => write!(
+                f,
+                "model path {} is not a local directory: this gateway loads the tokenizer, config and chat \
+                 template from a local model directory",
+                dir.display()
+            ),
+            ConfigError::HealthCheckInterval => f.write_str("--health-check-interval-secs must be at least 1"),
+            ConfigError::UnknownParser { kind, name } => write!(f, "unknown {kind} '{name}'"),
+            ConfigError::MetricsPort(port) => write!(f, "--metrics-port {port} must differ from --port"),
+            ConfigError::Policy(e) => e.fmt(f),
+            ConfigError::CacheAware(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Worker { reason, .. } | ConfigError::Runtime(reason) => Some(reason),
+            ConfigError::Policy(e) => Some(e),
+            ConfigError::CacheAware(e) => Some(e),
+            _ => None,
+        }
     }
 }
 
@@ -322,34 +389,35 @@ pub fn available_cores() -> usize {
 
 impl Config {
     /// Validates `launch` arguments. Errors are SMG's documented texts.
-    pub fn from_launch(a: &LaunchArgs) -> Result<Config, String> {
+    pub fn from_launch(a: &LaunchArgs) -> Result<Config, ConfigError> {
         let backend = match a.backend.as_deref() {
             None => {
                 tracing::info!("runtime_type unspecified for ZMQ worker; defaulting to vLLM EngineCore");
                 Backend::Vllm
             }
-            Some(b) => parse_backend(b, a.worker_urls.first().map(String::as_str).unwrap_or("ipc://"))?,
+            Some(b) => parse_backend(b, a.worker_urls.first().map(String::as_str).unwrap_or("ipc://"))
+                .map_err(ConfigError::Runtime)?,
         };
         if a.worker_urls.is_empty() {
-            return Err("no workers: pass --worker-urls ipc:///path/to/engine-0".into());
+            return Err(ConfigError::NoWorkers);
         }
         let shards = a.shards.unwrap_or_else(available_cores);
         if shards == 0 || shards > 1024 {
-            return Err(format!("--shards must be between 1 and 1024, got {shards}"));
+            return Err(ConfigError::Shards(shards));
         }
         let worker_socket_root = socket_root(a.worker_socket_root.as_deref())?;
         let pairs = backend.socket_pairs(shards);
         let mut workers: Vec<WorkerConfig> = Vec::with_capacity(a.worker_urls.len());
         for url in &a.worker_urls {
-            let refused = |reason: String| format!("Failed job: type=AddWorker, worker={url}: {reason}");
+            let refused = |reason: WorkerRefusal| ConfigError::Worker { url: url.clone(), reason };
             let path = url
                 .strip_prefix("ipc://")
-                .ok_or_else(|| refused("ZMQ worker URL must be ipc://<path>".into()))
-                .and_then(|p| sockdir::normalize(p).map_err(refused))?;
+                .ok_or_else(|| refused(WorkerRefusal::NotIpc))
+                .and_then(|p| sockdir::normalize(p).map_err(|e| refused(e.into())))?;
             if let Some(other) = workers.iter().find(|w| sockdir::same_files(&w.path, &path)) {
-                return Err(refused(format!("worker {url} is already registered as {}", other.url)));
+                return Err(refused(WorkerRefusal::Duplicate { url: url.clone(), other: other.url.clone() }));
             }
-            sockdir::check(&path, pairs, worker_socket_root.as_deref()).map_err(refused)?;
+            sockdir::check(&path, pairs, worker_socket_root.as_deref()).map_err(|e| refused(e.into()))?;
             workers.push(WorkerConfig {
                 url: format!("ipc://{path}"),
                 path,
@@ -359,24 +427,18 @@ impl Config {
             });
         }
         check_handshake_collisions(&workers)?;
+        let first = &workers[0].url;
         if a.dp_aware && a.zmq_engine_count > 1 {
-            return Err(format!(
-                "Failed job: type=AddWorker, worker={}: ZMQ worker {} is a grouped worker (--zmq-engine-count {}) and cannot be dp-aware expanded",
-                workers[0].url, workers[0].url, a.zmq_engine_count
-            ));
+            let reason =
+                WorkerRefusal::DpAware { url: first.clone(), setting: "--zmq-engine-count", count: a.zmq_engine_count };
+            return Err(ConfigError::Worker { url: first.clone(), reason });
         }
-        let model_path = a.model_path.clone().ok_or_else(|| {
-            format!(
-                "Failed job: type=AddWorker, worker={}: ZMQ worker {} has no model identity: start the gateway with --model-path",
-                workers[0].url, workers[0].url
-            )
+        let model_path = a.model_path.clone().ok_or_else(|| ConfigError::Worker {
+            url: first.clone(),
+            reason: WorkerRefusal::NoModelIdentity { url: first.clone() },
         })?;
         if !model_path.is_dir() {
-            return Err(format!(
-                "model path {} is not a local directory: this gateway loads the tokenizer, config and chat \
-                 template from a local model directory",
-                model_path.display()
-            ));
+            return Err(ConfigError::ModelPath(model_path));
         }
         if a.disable_health_check {
             for w in &workers {
@@ -384,7 +446,7 @@ impl Config {
             }
         }
         if a.health_check_interval_secs == 0 {
-            return Err("--health-check-interval-secs must be at least 1".into());
+            return Err(ConfigError::HealthCheckInterval);
         }
         let served_model_name = a.served_model_name.clone().unwrap_or_else(|| model_path.display().to_string());
         let reasoning_parser = match a.reasoning_parser.as_deref() {
@@ -398,10 +460,10 @@ impl Config {
             None => None,
         };
         if a.metrics_port == a.port {
-            return Err(format!("--metrics-port {} must differ from --port", a.metrics_port));
+            return Err(ConfigError::MetricsPort(a.metrics_port));
         }
         let routing = Routing {
-            policy: a.policy.parse().map_err(|e: crate::routing::UnknownPolicy| e.to_string())?,
+            policy: a.policy.parse().map_err(ConfigError::Policy)?,
             cache_aware: CacheAwareConfig {
                 cache_threshold: a.cache_threshold,
                 balance_abs_threshold: a.balance_abs_threshold,
@@ -412,7 +474,7 @@ impl Config {
                 ..CacheAwareConfig::default()
             },
         };
-        routing.cache_aware.validate()?;
+        routing.cache_aware.validate().map_err(ConfigError::CacheAware)?;
         Ok(Config {
             workers,
             model_path,
@@ -458,10 +520,10 @@ impl Config {
 
 /// `--worker-socket-root`, absolute and without `..` (so where it points is plain). Without it,
 /// a gateway running as root may be told to put socket files anywhere: said once at startup.
-fn socket_root(root: Option<&std::path::Path>) -> Result<Option<PathBuf>, String> {
+fn socket_root(root: Option<&std::path::Path>) -> Result<Option<PathBuf>, ConfigError> {
     match root {
         Some(dir) if !dir.is_absolute() || dir.components().any(|c| c == std::path::Component::ParentDir) => {
-            Err(format!("--worker-socket-root must be an absolute path without '..', got {}", dir.display()))
+            Err(ConfigError::SocketRoot(dir.to_path_buf()))
         }
         Some(dir) => Ok(Some(dir.to_path_buf())),
         None => {
@@ -478,31 +540,31 @@ fn socket_root(root: Option<&std::path::Path>) -> Result<Option<PathBuf>, String
 }
 
 /// A parser name as registered (exact match), or SMG's startup error text.
-fn registered(name: &str, names: &'static [&'static str], kind: &str) -> Result<&'static str, String> {
-    names.iter().copied().find(|n| *n == name).ok_or_else(|| format!("unknown {kind} '{name}'"))
+fn registered(name: &str, names: &'static [&'static str], kind: &'static str) -> Result<&'static str, ConfigError> {
+    names
+        .iter()
+        .copied()
+        .find(|n| *n == name)
+        .ok_or_else(|| ConfigError::UnknownParser { kind, name: name.to_string() })
 }
 
 /// A `--backend` / `runtime_type` value, or SMG's rejection naming the worker.
-pub fn parse_backend(b: &str, url: &str) -> Result<Backend, String> {
+pub fn parse_backend(b: &str, url: &str) -> Result<Backend, WorkerRefusal> {
     match b {
         "vllm" => Ok(Backend::Vllm),
         "tokenspeed" => Ok(Backend::Tokenspeed),
-        other => Err(format!(
-            "ZMQ worker {url} has unsupported runtime {other}: only vllm and tokenspeed are supported over the ZMQ direct backend"
-        )),
+        other => Err(WorkerRefusal::UnsupportedRuntime { url: url.to_string(), runtime: other.to_string() }),
     }
 }
 
 /// Two worker paths that derive one handshake port cannot both be bound.
-fn check_handshake_collisions(workers: &[WorkerConfig]) -> Result<(), String> {
+fn check_handshake_collisions(workers: &[WorkerConfig]) -> Result<(), ConfigError> {
     let mut seen: Vec<(String, &str)> = Vec::new();
     for w in workers {
         let addr = handshake_address(w);
         if let Some((_, other)) = seen.iter().find(|(a, _)| *a == addr) {
-            return Err(format!(
-                "Failed job: type=AddWorker, worker={}: would bind handshake address {addr}, already claimed by worker {other}",
-                w.url
-            ));
+            let reason = WorkerRefusal::HandshakeAddressTaken { address: addr, other: other.to_string() };
+            return Err(ConfigError::Worker { url: w.url.clone(), reason });
         }
         seen.push((addr, &w.url));
     }
@@ -525,7 +587,7 @@ mod tests {
         full.extend_from_slice(args);
         let cli = Cli::try_parse_from(full).map_err(|e| e.to_string())?;
         match cli.command {
-            Command::Launch(a) => Config::from_launch(&a),
+            Command::Launch(a) => Config::from_launch(&a).map_err(|e| e.to_string()),
             _ => unreachable!(),
         }
     }

@@ -6,17 +6,18 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 
 use crate::config::{self, Backend, Config, DemoArgs, WorkerConfig};
+use crate::startup::StartupError;
 use shardgate_text::assets;
 use shardgate_text::demo_model::{self, NAME};
 
 /// The simulator binary next to this one.
-fn sim_binary() -> Result<PathBuf, String> {
-    let me = std::env::current_exe().map_err(|e| format!("cannot locate myself: {e}"))?;
+fn sim_binary() -> Result<PathBuf, StartupError> {
+    let me = std::env::current_exe().map_err(StartupError::Locate)?;
     let sim = me.with_file_name("shardgate-sim");
     if sim.is_file() {
         Ok(sim)
     } else {
-        Err(format!("{} not found: build it with `cargo build --release`", sim.display()))
+        Err(StartupError::SimulatorMissing(sim))
     }
 }
 
@@ -28,7 +29,7 @@ struct DemoPorts {
 }
 
 impl DemoPorts {
-    fn pick(args: &DemoArgs) -> Result<DemoPorts, String> {
+    fn pick(args: &DemoArgs) -> Result<DemoPorts, StartupError> {
         let http = match args.port {
             Some(port) => port,
             None => free_port(&args.host, crate::limits::http_port_default, &[])?,
@@ -39,7 +40,7 @@ impl DemoPorts {
     }
 
     /// The handshake port `launch` would derive from the socket path, unless it is taken.
-    fn handshake(&self, socket_path: &str) -> Result<u16, String> {
+    fn handshake(&self, socket_path: &str) -> Result<u16, StartupError> {
         let derived = shardgate_wire::sockdir::derived_handshake_port(socket_path);
         free_port("127.0.0.1", derived, &[self.http, self.metrics])
     }
@@ -47,13 +48,14 @@ impl DemoPorts {
 
 /// `preferred` when it is not in `taken` and can be bound on `host` now, else a port the kernel
 /// picks (not in `taken` either: those are chosen but not bound yet).
-fn free_port(host: &str, preferred: u16, taken: &[u16]) -> Result<u16, String> {
+fn free_port(host: &str, preferred: u16, taken: &[u16]) -> Result<u16, StartupError> {
     if !taken.contains(&preferred) && std::net::TcpListener::bind((host, preferred)).is_ok() {
         return Ok(preferred);
     }
+    let no_port = |source| StartupError::NoPort { host: host.to_string(), source };
     loop {
-        let listener = std::net::TcpListener::bind((host, 0)).map_err(|e| format!("cannot listen on {host}: {e}"))?;
-        let port = listener.local_addr().map_err(|e| format!("cannot listen on {host}: {e}"))?.port();
+        let listener = std::net::TcpListener::bind((host, 0)).map_err(no_port)?;
+        let port = listener.local_addr().map_err(no_port)?.port();
         if !taken.contains(&port) {
             return Ok(port);
         }
@@ -69,7 +71,7 @@ impl Drop for KillOnDrop {
     }
 }
 
-pub fn run(args: &DemoArgs) -> Result<(), String> {
+pub fn run(args: &DemoArgs) -> Result<(), StartupError> {
     let model_dir = demo_model::ensure()?;
     if args.prepare {
         println!("{}", model_dir.display());
@@ -96,7 +98,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             Ok(())
         });
     }
-    let sim = command.spawn().map_err(|e| format!("cannot start the simulator: {e}"))?;
+    let sim = command.spawn().map_err(StartupError::Simulator)?;
     let _sim = KillOnDrop(sim);
     let base = format!("http://{}:{}", args.host, ports.http);
     println!("shardgate demo: simulator + gateway on {base} (model {NAME})");

@@ -2,7 +2,9 @@
 //!
 //! `ApiError` is everything a client can be told: an HTTP status plus the OpenAI error envelope
 //! (`{"error":{"message","type","param","code"}}`). It is turned into bytes in exactly one place,
-//! `ApiError::to_json`, and into a status line by `http::response`. Engine and transport faults
+//! `ApiError::to_json`, and into a status line by `http::response`. Its constructors take any
+//! `Display` message, so a lower layer's typed error (a tokenizer or template error) becomes
+//! the client's text here, at the edge, and nowhere earlier. Engine and transport faults
 //! are `EngineFault`s: they carry where they came from and whether retrying is safe, and become
 //! an `ApiError` only at the edge.
 
@@ -49,24 +51,24 @@ impl ErrorKind {
 }
 
 impl ApiError {
-    fn new(status: u16, kind: ErrorKind, message: impl Into<String>) -> Self {
-        ApiError { status, kind, message: message.into(), param: None, code: None, retry_after_s: None }
+    fn new(status: u16, kind: ErrorKind, message: impl fmt::Display) -> Self {
+        ApiError { status, kind, message: message.to_string(), param: None, code: None, retry_after_s: None }
     }
 
     /// 400 `invalid_request_error`.
-    pub fn bad_request(message: impl Into<String>) -> Self {
+    pub fn bad_request(message: impl fmt::Display) -> Self {
         Self::new(400, ErrorKind::InvalidRequest, message)
     }
 
-    /// 400 naming the offending request field.
+    /// 400 naming the offending request field (request validation composes its texts).
     pub fn invalid_param(param: &str, message: impl Into<String>) -> Self {
-        let mut e = Self::bad_request(message);
+        let mut e = Self::bad_request(message.into());
         e.param = Some(param.to_string());
         e.code = Some("invalid_value");
         e
     }
 
-    pub fn not_found(message: impl Into<String>) -> Self {
+    pub fn not_found(message: impl fmt::Display) -> Self {
         Self::new(404, ErrorKind::NotFound, message)
     }
 
@@ -77,41 +79,41 @@ impl ApiError {
         e
     }
 
-    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+    pub fn method_not_allowed(message: impl fmt::Display) -> Self {
         Self::new(405, ErrorKind::InvalidRequest, message)
     }
 
-    pub fn payload_too_large(message: impl Into<String>) -> Self {
+    pub fn payload_too_large(message: impl fmt::Display) -> Self {
         Self::new(413, ErrorKind::InvalidRequest, message)
     }
 
-    pub fn header_too_large(message: impl Into<String>) -> Self {
+    pub fn header_too_large(message: impl fmt::Display) -> Self {
         Self::new(431, ErrorKind::InvalidRequest, message)
     }
 
-    pub fn request_timeout(message: impl Into<String>) -> Self {
+    pub fn request_timeout(message: impl fmt::Display) -> Self {
         Self::new(408, ErrorKind::InvalidRequest, message)
     }
 
-    pub fn internal(message: impl Into<String>) -> Self {
+    pub fn internal(message: impl fmt::Display) -> Self {
         Self::new(500, ErrorKind::ServerError, message)
     }
 
-    pub fn unavailable(message: impl Into<String>) -> Self {
+    pub fn unavailable(message: impl fmt::Display) -> Self {
         let mut e = Self::new(503, ErrorKind::ServiceUnavailable, message);
         e.retry_after_s = Some(1);
         e
     }
 
     /// 401 for a missing or wrong API key (the key itself is never echoed).
-    pub fn unauthorized(message: impl Into<String>) -> Self {
+    pub fn unauthorized(message: impl fmt::Display) -> Self {
         let mut e = Self::new(401, ErrorKind::Authentication, message);
         e.code = Some("invalid_api_key");
         e
     }
 
     /// 429: the admission queue is full.
-    pub fn too_many_requests(message: impl Into<String>, retry_after_s: u32) -> Self {
+    pub fn too_many_requests(message: impl fmt::Display, retry_after_s: u32) -> Self {
         let mut e = Self::new(429, ErrorKind::RateLimit, message);
         e.code = Some("rate_limit_exceeded");
         e.retry_after_s = Some(retry_after_s);
@@ -119,14 +121,14 @@ impl ApiError {
     }
 
     /// 503 with a chosen `Retry-After`.
-    pub fn overloaded(message: impl Into<String>, retry_after_s: u32) -> Self {
+    pub fn overloaded(message: impl fmt::Display, retry_after_s: u32) -> Self {
         let mut e = Self::unavailable(message);
         e.retry_after_s = Some(retry_after_s);
         e.code = Some("overloaded");
         e
     }
 
-    pub fn not_implemented(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn not_implemented(code: &'static str, message: impl fmt::Display) -> Self {
         let mut e = Self::new(501, ErrorKind::NotImplemented, message);
         e.code = Some(code);
         e
@@ -186,13 +188,24 @@ pub enum FaultSource {
 pub struct EngineFault {
     pub source: FaultSource,
     pub message: String,
-    /// True when the request provably never reached the engine, so resending cannot duplicate work.
+    /// True when resending the request to another engine cannot duplicate work: it never
+    /// reached the engine, or the engine that had it is gone (it died or closed its
+    /// connection), so nothing of it runs any more. `pipeline::retry` resends such a request
+    /// once when nothing of its output was produced yet.
     pub retry_safe: bool,
+    /// The engine rank (position in the worker's group) the request was on, when known.
+    pub rank: Option<usize>,
 }
 
 impl EngineFault {
-    pub fn new(source: FaultSource, message: impl Into<String>, retry_safe: bool) -> Self {
-        EngineFault { source, message: message.into(), retry_safe }
+    pub fn new(source: FaultSource, message: impl fmt::Display, retry_safe: bool) -> Self {
+        EngineFault { source, message: message.to_string(), retry_safe, rank: None }
+    }
+
+    /// The fault of a request that was on engine rank `rank`.
+    pub fn on_rank(mut self, rank: usize) -> Self {
+        self.rank = Some(rank);
+        self
     }
 
     pub fn to_api_error(&self) -> ApiError {

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::limits;
 use crate::shard::{self, Shared};
+use crate::startup::StartupError;
 use shardgate_text::model::{ModelAssets, ModelSource};
 
-pub fn run(config: Config) -> Result<(), String> {
+pub fn run(config: Config) -> Result<(), StartupError> {
     ensure_port_free(&config.host, config.port, "--port")?;
     ensure_port_free(&config.metrics_host, config.metrics_port, "--metrics-port")?;
     // Before any thread starts, so that every thread inherits the mask and only the signal
@@ -56,7 +57,7 @@ pub fn run(config: Config) -> Result<(), String> {
                 // ~50 MB until its first requests).
                 shardgate_util::memory::release_freed();
             })
-            .map_err(|e| format!("cannot start the model loader: {e}"))?;
+            .map_err(|source| StartupError::Thread { what: "the model loader".into(), source })?;
     }
     shard::run(shared, shard_main)
 }
@@ -69,7 +70,7 @@ pub fn run(config: Config) -> Result<(), String> {
 /// accepts keep the listener open until the kernel tears the ring down, after the process is
 /// gone. So a busy port is retried for a short while before it is refused (a restart right
 /// after a stop must work; a port held by a live server stays refused).
-fn ensure_port_free(host: &str, port: u16, flag: &str) -> Result<(), String> {
+fn ensure_port_free(host: &str, port: u16, flag: &'static str) -> Result<(), StartupError> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(limits::port_busy_wait_ms_max);
     loop {
         match std::net::TcpListener::bind((host, port)) {
@@ -77,7 +78,7 @@ fn ensure_port_free(host: &str, port: u16, flag: &str) -> Result<(), String> {
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
-            Err(e) => return Err(format!("cannot listen on {host}:{port} ({flag}): {e}")),
+            Err(source) => return Err(StartupError::Listen { host: host.to_string(), port, flag, source }),
         }
     }
 }

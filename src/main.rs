@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use shardgate::config::{Cli, Command, Config};
+use shardgate::startup::StartupError;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -17,22 +18,23 @@ fn init_logging(level: &str) {
 
 fn main() {
     let cli = Cli::parse();
-    let result = match cli.command {
+    // Each command's own error type; all of them end here as `error: {e}`.
+    let result: Result<(), Box<dyn std::error::Error>> = match cli.command {
         Command::Launch(args) => {
             init_logging(&args.log_level);
-            Config::from_launch(&args).and_then(shardgate::gateway::run)
+            Config::from_launch(&args).map_err(StartupError::from).and_then(shardgate::gateway::run).map_err(Into::into)
         }
         Command::Demo(args) => {
             init_logging(&args.log_level);
-            shardgate::demo::run(&args)
+            shardgate::demo::run(&args).map_err(Into::into)
         }
         Command::Template(args) => {
             init_logging("warn");
-            shardgate::inspect::render_templates(&args)
+            shardgate::inspect::render_templates(&args).map_err(Into::into)
         }
         Command::Bench(cmd) => {
             init_logging("warn");
-            shardgate_loadgen::dispatch(&cmd)
+            shardgate_loadgen::dispatch(&cmd).map_err(Into::into)
         }
     };
     if let Err(e) = result {

@@ -12,15 +12,16 @@ use std::time::{Duration, Instant};
 
 use crate::shard::mailbox::ShardMsg;
 use crate::shard::Shared;
+use crate::startup::StartupError;
 
 /// Blocks SIGTERM and SIGINT in the calling thread (and every thread it starts from now on).
-pub fn block_signals() -> Result<(), String> {
+pub fn block_signals() -> Result<(), StartupError> {
     // SAFETY: plain libc signal-set manipulation on a local set.
     unsafe {
         let set = signal_set();
         let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         if rc != 0 {
-            return Err(format!("cannot block shutdown signals: {}", std::io::Error::from_raw_os_error(rc)));
+            return Err(StartupError::Signals(std::io::Error::from_raw_os_error(rc)));
         }
     }
     Ok(())
@@ -58,7 +59,7 @@ fn signal_name(sig: i32) -> &'static str {
 }
 
 /// Starts the thread that waits for the shutdown signal and runs the shutdown.
-pub fn spawn_watcher(shared: Arc<Shared>) -> Result<(), String> {
+pub fn spawn_watcher(shared: Arc<Shared>) -> Result<(), StartupError> {
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -66,7 +67,7 @@ pub fn spawn_watcher(shared: Arc<Shared>) -> Result<(), String> {
             drain_and_exit(&shared, signal_name(sig));
         })
         .map(drop)
-        .map_err(|e| format!("cannot start the signal thread: {e}"))
+        .map_err(|source| StartupError::Thread { what: "the signal thread".into(), source })
 }
 
 fn drain_and_exit(shared: &Arc<Shared>, signal: &str) -> ! {

@@ -40,7 +40,7 @@ pub fn render(shared: &Shared) -> String {
     let mut out = String::with_capacity(16 * 1024);
     router_metrics(&mut out, &shards, &model);
     http_metrics(&mut out, &shards);
-    worker_metrics(&mut out, shared, &model);
+    worker_metrics(&mut out, &shards, shared, &model);
     tokenizer_cache_metrics(&mut out, &shards);
     admission_metrics(&mut out, &shared.admission);
     header(&mut out, "shardgate_shards", "gauge", "Shards (pinned runtimes) serving requests.");
@@ -136,7 +136,20 @@ fn http_metrics(out: &mut String, shards: &[&ShardMetrics]) {
     }
 }
 
-fn worker_metrics(out: &mut String, shared: &Shared, model: &str) {
+fn worker_metrics(out: &mut String, shards: &[&ShardMetrics], shared: &Shared, model: &str) {
+    header(
+        out,
+        "smg_worker_retries_total",
+        "counter",
+        "Requests sent once more to another worker after theirs failed before any output.",
+    );
+    for (e, name) in ENDPOINTS {
+        let n = sum(shards, |m| m.retries[e as usize].load(Ordering::Relaxed));
+        let _ = writeln!(
+            out,
+            "smg_worker_retries_total{{worker_type=\"regular\",connection_mode=\"zmq\",endpoint=\"{name}\"}} {n}"
+        );
+    }
     let workers = shared.registry.snapshot();
     header(out, "smg_worker_pool_size", "gauge", "Workers registered.");
     let _ = writeln!(

@@ -81,6 +81,8 @@ pub struct ShardMetrics {
     pub gateway_ttft: [Histogram; 2],
     pub tpot: [Histogram; 2],
     pub duration: [Histogram; 2],
+    /// [endpoint] generations sent once more after their engine failed before any output.
+    pub retries: [AtomicU64; 2],
     /// Responses by status (index in `STATUSES`; last slot: anything else).
     pub responses: [AtomicU64; STATUSES.len() + 1],
     pub http_requests: AtomicU64,
@@ -105,6 +107,10 @@ impl ShardMetrics {
 
     pub fn error(&self, e: Endpoint, t: ErrorType) {
         add(&self.errors[e as usize][t as usize], 1);
+    }
+
+    pub fn retry(&self, e: Endpoint) {
+        add(&self.retries[e as usize], 1);
     }
 
     pub fn tokens(&self, e: Endpoint, input: u64, output: u64) {

@@ -9,8 +9,9 @@ use std::task::Poll;
 use super::choice::{ChoiceState, TokenLogprob};
 use super::params::RequestParams;
 use super::parse::{OutputParser, ParseSpec, ParsedDelta};
+use super::retry::Retry;
 use crate::engine::slot::SlotEvent;
-use crate::engine::zmq::connection::{EngineLink, Submission};
+use crate::engine::zmq::connection::{EngineLink, Submission, SubmitError};
 use crate::engine::EngineRequest;
 use crate::error::ApiError;
 use crate::http::response::Responder;
@@ -90,17 +91,17 @@ pub async fn run(g: Generation, format: &dyn Format, r: &mut Responder<'_>) {
     metrics.request(g.endpoint, g.params.stream);
     let mut states = Vec::new();
     let mut subs: Vec<Option<Submission>> = Vec::new();
-    if let Err(e) = submit_all(&g, &mut states, &mut subs).await {
+    let mut retry = Retry::new(g.link.clone());
+    if let Err(e) = retry.submit(&g, &mut states, &mut subs).await {
         metrics.error(g.endpoint, ErrorType::BackendError);
         let _ = r.send_error(&e).await;
         return;
     }
     let prompt_tokens: u64 = g.prompts.iter().map(|p| p.token_ids.len() as u64).sum();
     let outcome = if g.params.stream {
-        let submitted = Instant::now();
-        stream(&g, format, r, states, subs, prompt_tokens, submitted).await
+        stream(&g, format, r, states, subs, prompt_tokens, &mut retry).await
     } else {
-        collect(&g, format, r, states, subs, prompt_tokens).await
+        collect(&g, format, r, states, subs, prompt_tokens, &mut retry).await
     };
     match outcome {
         Outcome::Done { completion_tokens, first_token, last_token, gateway_ttft } => {
@@ -135,13 +136,15 @@ enum Outcome {
     ClientGone,
 }
 
-async fn submit_all(
+/// Submits every sample of every prompt on `link` (the generation's, or `retry`'s choice).
+pub(super) async fn submit_all(
     g: &Generation,
+    link: &Rc<EngineLink>,
     states: &mut Vec<ChoiceState>,
     subs: &mut Vec<Option<Submission>>,
-) -> Result<(), ApiError> {
+) -> Result<(), SubmitError> {
     let n = g.params.n;
-    let max_model_len = g.link.max_model_len();
+    let max_model_len = link.max_model_len();
     let arrival_time = shardgate_util::time::unix_time_f64();
     for (p, prompt) in g.prompts.iter().enumerate() {
         let mut sampling = g.params.sampling.clone();
@@ -164,10 +167,12 @@ async fn submit_all(
             if g.parse.is_active() {
                 state.parser = Some(OutputParser::new(&g.parse)?);
             }
-            let sub = g.link.submit(&req, g.model.is_moe).await.map_err(|mut e| {
+            let sub = link.submit(&req, g.model.is_moe).await.map_err(|mut e| {
                 // Completions ask for top logprobs with `logprobs`.
-                if g.endpoint == Endpoint::Completions && e.param.as_deref() == Some("top_logprobs") {
-                    e.param = Some("logprobs".into());
+                if let SubmitError::Refused(e) = &mut e {
+                    if g.endpoint == Endpoint::Completions && e.param.as_deref() == Some("top_logprobs") {
+                        e.param = Some("logprobs".into());
+                    }
                 }
                 e
             })?;
@@ -205,17 +210,28 @@ fn try_next_any(subs: &[Option<Submission>]) -> Option<(usize, SlotEvent)> {
 enum Step {
     Continue,
     Failed(ApiError),
+    /// The engine failed before any output: send the generation elsewhere (`retry`).
+    Resend(crate::error::EngineFault),
 }
 
 /// Applies one event to its choice; drops the submission once the choice is finished (a stop
 /// string match aborts the still-running request on the engine).
-fn apply(g: &Generation, states: &mut [ChoiceState], subs: &mut [Option<Submission>], i: usize, ev: SlotEvent) -> Step {
+fn apply(
+    g: &Generation,
+    retry: &mut Retry,
+    states: &mut [ChoiceState],
+    subs: &mut [Option<Submission>],
+    i: usize,
+    ev: SlotEvent,
+) -> Step {
     match ev {
+        SlotEvent::Fault(f) if retry.allows(&f) => Step::Resend(f),
         SlotEvent::Fault(f) => {
             tracing::warn!("request {} failed: {f}", g.response_id);
             Step::Failed(f.to_api_error())
         }
         SlotEvent::Tokens(ev) => {
+            retry.saw_output();
             let applied = states[i].apply(&g.model.tokenizer, &g.params.output, ev);
             if let Some(e) = applied.error {
                 tracing::warn!("request {}: engine error: {e}", g.response_id);
@@ -246,6 +262,7 @@ async fn collect(
     mut states: Vec<ChoiceState>,
     mut subs: Vec<Option<Submission>>,
     prompt_tokens: u64,
+    retry: &mut Retry,
 ) -> Outcome {
     let watch = r.watch();
     let gone = crate::http::response::client_gone(watch);
@@ -259,7 +276,13 @@ async fn collect(
                 return Outcome::ClientGone;
             }
         };
-        if let Step::Failed(e) = apply(g, &mut states, &mut subs, i, ev) {
+        let step = match apply(g, retry, &mut states, &mut subs, i, ev) {
+            Step::Resend(f) => {
+                retry.resend(g, f, &mut states, &mut subs).await.map_or_else(Step::Failed, |()| Step::Continue)
+            }
+            step => step,
+        };
+        if let Step::Failed(e) = step {
             drop(subs);
             let _ = r.send_error(&e).await;
             return Outcome::Failed;
@@ -287,8 +310,11 @@ async fn stream(
     mut states: Vec<ChoiceState>,
     mut subs: Vec<Option<Submission>>,
     prompt_tokens: u64,
-    submitted: Instant,
+    retry: &mut Retry,
 ) -> Outcome {
+    // The requests were submitted just before this call: arrival to here is the gateway's part
+    // of the time to first token before the engine.
+    let submitted = Instant::now();
     let opts = &g.params.output;
     let continuous = g.params.include_usage && g.params.continuous_usage_stats;
     let mut payloads: Vec<String> = Vec::new();
@@ -343,7 +369,14 @@ async fn stream(
             if first_output_at.is_none() {
                 first_output_at = subs[i].as_ref().and_then(|s| s.slot().first_event_at());
             }
-            if let Step::Failed(e) = apply(g, &mut states, &mut subs, i, ev) {
+            let step = match apply(g, retry, &mut states, &mut subs, i, ev) {
+                Step::Resend(f) => {
+                    first_output_at = None;
+                    retry.resend(g, f, &mut states, &mut subs).await.map_or_else(Step::Failed, |()| Step::Continue)
+                }
+                step => step,
+            };
+            if let Step::Failed(e) = step {
                 drop(std::mem::take(&mut subs));
                 fail_stream(r, &mut payloads, &e).await;
                 return Outcome::Failed;

@@ -5,7 +5,8 @@
 //! sampling parameters; `conversation` normalises chat messages for the template; `choice`
 //! turns engine tokens into text with stop handling; `generate` submits the `n` samples, merges
 //! their outputs, streams or collects, and aborts everything on the engine when the client
-//! leaves or a sample fails.
+//! leaves or a sample fails; `retry` sends a generation once more to another worker when its
+//! engine failed before producing anything.
 
 pub mod admission;
 pub mod choice;
@@ -15,6 +16,7 @@ pub mod conversation;
 pub mod generate;
 pub mod params;
 pub mod parse;
+pub mod retry;
 pub mod thinking;
 
 pub use generate::{Format, Prompt, Usage};

@@ -375,7 +375,7 @@ fn bad_words(f: &Fields<'_>, model: &ModelAssets) -> Result<Vec<Vec<u32>>, ApiEr
     for word in &words {
         for add_prefix_space in [false, true] {
             let text = if add_prefix_space { format!(" {}", word.trim_start()) } else { word.trim_start().to_string() };
-            let ids = model.tokenizer.encode(&text, false).map_err(|e| bad("bad_words", e))?;
+            let ids = model.tokenizer.encode(&text, false).map_err(|e| bad("bad_words", e.to_string()))?;
             if ids.is_empty() {
                 if !add_prefix_space {
                     return Err(bad("bad_words", "bad_words entries must tokenize to at least one token.".into()));

@@ -62,20 +62,39 @@ impl Default for CacheAwareConfig {
     }
 }
 
+/// A `cache_aware` setting out of range; the message names the flag.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CacheAwareError {
+    CacheThreshold(f64),
+    BalanceRelThreshold(f64),
+    BlockSize,
+}
+
+impl std::fmt::Display for CacheAwareError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CacheAwareError::CacheThreshold(v) => write!(f, "--cache-threshold must be between 0.0 and 1.0, got {v}"),
+            CacheAwareError::BalanceRelThreshold(v) => {
+                write!(f, "--balance-rel-threshold must be a non-negative number, got {v}")
+            }
+            CacheAwareError::BlockSize => f.write_str("--block-size must be a positive integer, got 0"),
+        }
+    }
+}
+
+impl std::error::Error for CacheAwareError {}
+
 impl CacheAwareConfig {
-    /// Checks values that came from flags; the message names the flag.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks values that came from flags.
+    pub fn validate(&self) -> Result<(), CacheAwareError> {
         if !(0.0..=1.0).contains(&self.cache_threshold) {
-            return Err(format!("--cache-threshold must be between 0.0 and 1.0, got {}", self.cache_threshold));
+            return Err(CacheAwareError::CacheThreshold(self.cache_threshold));
         }
         if !self.balance_rel_threshold.is_finite() || self.balance_rel_threshold < 0.0 {
-            return Err(format!(
-                "--balance-rel-threshold must be a non-negative number, got {}",
-                self.balance_rel_threshold
-            ));
+            return Err(CacheAwareError::BalanceRelThreshold(self.balance_rel_threshold));
         }
         if self.block_size == 0 {
-            return Err("--block-size must be a positive integer, got 0".to_owned());
+            return Err(CacheAwareError::BlockSize);
         }
         Ok(())
     }

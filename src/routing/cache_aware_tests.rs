@@ -162,7 +162,7 @@ fn config_validation_cases() {
         ),
     ];
     for (name, config, expected) in cases {
-        assert_eq!(config.validate().err().as_deref(), *expected, "{name}");
+        assert_eq!(config.validate().err().map(|e| e.to_string()).as_deref(), *expected, "{name}");
     }
     // An unvalidated config still yields a working policy.
     let mut policy = CacheAwarePolicy::new(&CacheAwareConfig { block_size: 0, cache_threshold: f64::NAN, ..config() });

@@ -18,7 +18,7 @@ mod prefix_tree;
 pub mod rank_load;
 mod simple;
 
-pub use cache_aware::{CacheAwareConfig, CacheAwarePolicy};
+pub use cache_aware::{CacheAwareConfig, CacheAwareError, CacheAwarePolicy};
 pub use policy::{Candidate, Policy, PolicyKind, UnknownPolicy};
 pub use rank_load::{score, RankLoad, RankOutOfRange, RankTable};
 

@@ -16,7 +16,7 @@ use crate::routing::{new_policy, Candidate, Policy};
 use crate::workers::registry::Registry;
 use shardgate_text::template::ChatTemplate;
 use shardgate_text::tokenizer::cache::TokenizerCache;
-use shardgate_text::ModelAssets;
+use shardgate_text::{ModelAssets, ModelError, TemplateError, TokenizerError};
 
 /// The parsers that apply to the served model.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -71,7 +71,7 @@ pub struct Shared {
     pub draining: std::sync::atomic::AtomicBool,
     /// Open API connections a shard holds at most (`http::fd_budget`).
     pub connections_per_shard: usize,
-    model: OnceLock<Result<Arc<ModelAssets>, String>>,
+    model: OnceLock<Result<Arc<ModelAssets>, ModelError>>,
 }
 
 impl Shared {
@@ -128,11 +128,11 @@ impl Shared {
     }
 
     /// The model, once its tokenizer has loaded. `Err` holds the load error.
-    pub fn model(&self) -> Option<&Result<Arc<ModelAssets>, String>> {
+    pub fn model(&self) -> Option<&Result<Arc<ModelAssets>, ModelError>> {
         self.model.get()
     }
 
-    pub fn set_model(&self, m: Result<Arc<ModelAssets>, String>) {
+    pub fn set_model(&self, m: Result<Arc<ModelAssets>, ModelError>) {
         let _ = self.model.set(m);
     }
 }
@@ -143,7 +143,7 @@ pub struct ShardCtx {
     pub shared: Arc<Shared>,
     /// This shard's connection to each worker, by worker key.
     pub(super) links: RefCell<HashMap<u64, Rc<EngineLink>>>,
-    template: OnceCell<Result<Rc<ChatTemplate>, String>>,
+    template: OnceCell<Result<Rc<ChatTemplate>, TemplateError>>,
     tokenizer_cache: RefCell<Option<TokenizerCache>>,
     /// This shard's replica policy (its state, e.g. the prefix tree, is per shard).
     pub(super) policy: RefCell<Box<dyn Policy>>,
@@ -184,11 +184,16 @@ impl ShardCtx {
 
     /// The link of the routable worker `--policy` picks for a prompt of `tokens`.
     pub fn pick_link(&self, tokens: &[u32]) -> Option<Rc<EngineLink>> {
+        self.pick_link_except(tokens, None)
+    }
+
+    /// `pick_link` among the workers other than `except` (the one a request just failed on).
+    pub fn pick_link_except(&self, tokens: &[u32], except: Option<u64>) -> Option<Rc<EngineLink>> {
         let workers = self.shared.registry.snapshot();
         let links = self.links.borrow();
         let mut candidates = Vec::with_capacity(workers.len());
         let mut open = Vec::with_capacity(workers.len());
-        for w in workers.iter().filter(|w| w.is_routable()) {
+        for w in workers.iter().filter(|w| w.is_routable() && Some(w.key) != except) {
             if let Some(link) = links.get(&w.key).filter(|l| l.is_open()) {
                 candidates.push(Candidate { key: w.key, load: w.load() });
                 open.push(link);
@@ -204,17 +209,22 @@ impl ShardCtx {
     }
 
     /// The chat template, compiled on this shard at first use.
-    pub fn chat_template(&self, model: &ModelAssets) -> Result<Rc<ChatTemplate>, String> {
+    pub fn chat_template(&self, model: &ModelAssets) -> Result<Rc<ChatTemplate>, TemplateError> {
         self.template
             .get_or_init(|| match &model.chat_template {
                 Some(src) => ChatTemplate::compile(src).map(Rc::new),
-                None => Err("this model has no chat template; pass --chat-template".to_string()),
+                None => Err(TemplateError::Missing),
             })
             .clone()
     }
 
     /// Tokenizes through this shard's caches (when enabled); identical to a plain encode.
-    pub fn encode(&self, model: &ModelAssets, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, String> {
+    pub fn encode(
+        &self,
+        model: &ModelAssets,
+        text: &str,
+        add_special_tokens: bool,
+    ) -> Result<Vec<u32>, TokenizerError> {
         let config = self.shared.config.tokenizer_cache;
         if !config.l0_enabled && !config.l1_enabled {
             return model.tokenizer.encode(text, add_special_tokens);

@@ -14,12 +14,17 @@ pub enum ShardMsg {
         worker: u64,
         epoch: u64,
         sockets: crate::engine::zmq::connection::LinkSockets,
-        engines: std::sync::Arc<[crate::engine::zmq::startup::Engine]>,
+        engines: std::sync::Arc<[crate::engine::zmq::bringup::Engine]>,
         ranks: std::sync::Arc<crate::routing::RankTable>,
         done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     },
     /// Drop the socket pair of `worker` for `epoch`, failing its in-flight requests.
-    Detach { worker: u64, epoch: u64, reason: String, done: std::sync::Arc<std::sync::atomic::AtomicUsize> },
+    Detach {
+        worker: u64,
+        epoch: u64,
+        reason: crate::engine::zmq::loss::LinkLoss,
+        done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    },
     /// `worker` (by key) left the registry: forget what routing remembers of it.
     Forget(u64),
     /// An admission slot for this shard's queued request `id`.
@@ -30,7 +35,10 @@ pub enum ShardMsg {
     AbortAll,
     /// Control shard: validate and register a worker (`POST /workers`), answering the
     /// registered worker's id and URL, or why it was refused.
-    AddWorker(Box<crate::workers::add_worker::AddWorker>, super::reply::ReplyTx<Result<(String, String), String>>),
+    AddWorker(
+        Box<crate::workers::add_worker::AddWorker>,
+        super::reply::ReplyTx<Result<(String, String), crate::workers::refusal::WorkerRefusal>>,
+    ),
     /// Control shard: drain and remove a worker (`DELETE /workers/{id}`).
     RemoveWorker(String),
 }

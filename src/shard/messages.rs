@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::context::{ShardCtx, Shared};
 use super::mailbox::ShardMsg;
 use crate::engine::zmq::connection::EngineLink;
+use crate::engine::zmq::loss::LinkLoss;
 use crate::workers::jobs;
 
 /// This shard's context, with the task that handles its mailbox running.
@@ -32,7 +33,7 @@ fn handle(ctx: &Rc<ShardCtx>, msg: ShardMsg) {
                     Ok(link) => {
                         ctx.links.borrow_mut().insert(worker, link);
                     }
-                    Err(e) => w.report_lost(epoch, &format!("shard {} cannot take its sockets: {e}", ctx.index)),
+                    Err(e) => w.report_lost(epoch, LinkLoss::Attach { shard: ctx.index, error: Arc::new(e) }),
                 }
             }
             done.fetch_sub(1, Ordering::AcqRel);
@@ -54,7 +55,7 @@ fn handle(ctx: &Rc<ShardCtx>, msg: ShardMsg) {
         ShardMsg::StopAccepting => ctx.stop_accepting.raise(),
         ShardMsg::AbortAll => {
             for link in ctx.links.borrow().values() {
-                link.abort_all("the gateway is shutting down");
+                link.abort_all(LinkLoss::Shutdown);
             }
         }
         ShardMsg::RemoveWorker(id) => {

@@ -26,7 +26,7 @@ fn driver_name() -> &'static str {
 
 /// Starts `shared.shards` shards, each running `main(shared, index)` on its runtime, and blocks
 /// until they all exit.
-pub fn run<F, Fut>(shared: Arc<Shared>, main: F) -> Result<(), String>
+pub fn run<F, Fut>(shared: Arc<Shared>, main: F) -> Result<(), crate::startup::StartupError>
 where
     F: Fn(Arc<Shared>, usize) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = ()>,
@@ -53,7 +53,7 @@ where
                 tracing::debug!("shard {index} on cpu {core:?} ({})", driver_name());
                 rt.block_on(main(shared, index));
             })
-            .map_err(|e| format!("cannot start shard thread {index}: {e}"))?;
+            .map_err(|source| crate::startup::StartupError::Thread { what: format!("shard thread {index}"), source })?;
         handles.push(handle);
     }
     for h in handles {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::add_worker::AddWorker;
+use super::refusal::WorkerRefusal;
 use super::{Worker, WorkerMeta};
 use crate::config::{Backend, WorkerConfig};
 use crate::shard::ShardCtx;
@@ -18,16 +19,16 @@ use shardgate_util::log_escape::Escaped;
 use shardgate_wire::sockdir;
 
 /// Checks a request against the gateway and the registered workers.
-pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, WorkerMeta), String> {
+pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, WorkerMeta), WorkerRefusal> {
     let url = &req.url;
     let Some(raw_path) = url.strip_prefix("ipc://") else {
         if req.zmq_handshake_address.is_some() {
-            return Err("zmq_handshake_address is only valid for ZMQ workers (ipc:// URLs)".into());
+            return Err(WorkerRefusal::HandshakeAddressWithoutZmq);
         }
         if req.connection_mode.as_deref() == Some("zmq") {
-            return Err("ZMQ worker URL must be ipc://<path>".into());
+            return Err(WorkerRefusal::NotIpc);
         }
-        return Err(format!("worker {url} is not a ZMQ worker: this gateway serves ipc:// workers only"));
+        return Err(WorkerRefusal::NotZmq { url: url.clone() });
     };
     let path = sockdir::normalize(raw_path)?;
     let backend = match req.runtime.as_deref() {
@@ -39,33 +40,28 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
     };
     if let Some(addr) = &req.zmq_handshake_address {
         if !addr.starts_with("tcp://") {
-            return Err("zmq_handshake_address must be a tcp:// address".into());
+            return Err(WorkerRefusal::HandshakeAddressNotTcp);
         }
     }
     if let Some(t) = req.worker_type.as_deref().filter(|t| *t != "regular") {
-        return Err(format!("ZMQ worker {url} cannot serve worker type {t}: ZMQ workers must be regular"));
+        return Err(WorkerRefusal::WorkerType { url: url.clone(), worker_type: t.to_string() });
     }
     if req.dp_rank.is_some() {
-        return Err(format!("ZMQ worker {url} takes dp_size for a grouped worker; leave dp_rank unset"));
+        return Err(WorkerRefusal::DpRank { url: url.clone() });
     }
     let engine_count = req.dp_size.unwrap_or(1);
     if engine_count == 0 || engine_count > crate::limits::engines_per_worker_max {
-        return Err(format!(
-            "ZMQ worker {url} has dp_size {engine_count}: it must be between 1 and {}",
-            crate::limits::engines_per_worker_max
-        ));
+        return Err(WorkerRefusal::DpSize { url: url.clone(), dp_size: engine_count });
     }
     let config = &ctx.shared.config;
     if engine_count > 1 && config.dp_aware {
-        return Err(format!(
-            "ZMQ worker {url} is a grouped worker (dp_size {engine_count}) and cannot be dp-aware expanded"
-        ));
+        return Err(WorkerRefusal::DpAware { url: url.clone(), setting: "dp_size", count: engine_count });
     }
     check_model_identity(ctx, url, &req.labels)?;
     check_parser_labels(url, &config.served_model_name, &req.labels)?;
     let registry = &ctx.shared.registry;
     if let Some(other) = registry.snapshot().iter().find(|w| sockdir::same_files(&w.config.path, &path)) {
-        return Err(format!("worker {url} is already registered as {}", other.url()));
+        return Err(WorkerRefusal::Duplicate { url: url.clone(), other: other.url().to_string() });
     }
     let pairs = backend.socket_pairs(ctx.shared.shards);
     sockdir::check(&path, pairs, config.worker_socket_root.as_deref())?;
@@ -78,42 +74,52 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
     };
     let addr = crate::config::handshake_address(&worker);
     if let Some(other) = registry.snapshot().iter().find(|w| w.handshake_address == addr) {
-        return Err(format!("would bind handshake address {addr}, already claimed by worker {}", other.url()));
+        return Err(WorkerRefusal::HandshakeAddressTaken { address: addr, other: other.url().to_string() });
     }
     Ok((worker, WorkerMeta { labels: req.labels.clone(), priority: req.priority }))
 }
 
-fn check_model_identity(ctx: &ShardCtx, url: &str, labels: &Map<String, Value>) -> Result<(), String> {
+fn check_model_identity(ctx: &ShardCtx, url: &str, labels: &Map<String, Value>) -> Result<(), WorkerRefusal> {
     let ours = ctx.shared.config.model_path.display().to_string();
     match labels.get("model_path").and_then(Value::as_str) {
-        Some(theirs) if theirs != ours && theirs != ctx.shared.config.served_model_name => Err(format!(
-            "ZMQ worker {url} serves model {theirs}, but this gateway serves {ours} (one model per gateway)"
-        )),
+        Some(theirs) if theirs != ours && theirs != ctx.shared.config.served_model_name => {
+            Err(WorkerRefusal::OtherModel { url: url.to_string(), theirs: theirs.to_string(), ours })
+        }
         _ => Ok(()),
     }
 }
 
 /// Per-model parser overrides in labels must name registered parsers.
-fn check_parser_labels(url: &str, model: &str, labels: &Map<String, Value>) -> Result<(), String> {
+fn check_parser_labels(url: &str, model: &str, labels: &Map<String, Value>) -> Result<(), WorkerRefusal> {
+    let unknown = |label: &'static str, name: &str| WorkerRefusal::UnknownParser {
+        url: url.to_string(),
+        label,
+        name: name.to_string(),
+        model: model.to_string(),
+    };
     if let Some(name) = labels.get("tool_parser").and_then(Value::as_str) {
         if !tool::tool_parser_names().contains(&name) {
-            return Err(format!("worker {url} declares unknown tool_parser '{name}' for model '{model}'"));
+            return Err(unknown("tool_parser", name));
         }
     }
     if let Some(name) = labels.get("reasoning_parser").and_then(Value::as_str) {
         if !reasoning::reasoning_parser_names().contains(&name) {
-            return Err(format!("worker {url} declares unknown reasoning_parser '{name}' for model '{model}'"));
+            return Err(unknown("reasoning_parser", name));
         }
     }
     Ok(())
 }
 
 /// Validates and registers a worker, then starts its supervisor. Control shard only.
-pub fn add(ctx: &Rc<ShardCtx>, req: AddWorker) -> Result<Arc<Worker>, String> {
+pub fn add(ctx: &Rc<ShardCtx>, req: AddWorker) -> Result<Arc<Worker>, WorkerRefusal> {
     match validate(ctx, &req) {
         Ok((config, meta)) => Ok(register(ctx, config, meta)),
         Err(reason) => {
-            tracing::error!("Failed job: type=AddWorker, worker={} {}", Escaped(&req.url), Escaped(&reason));
+            tracing::error!(
+                "Failed job: type=AddWorker, worker={} {}",
+                Escaped(&req.url),
+                Escaped(&reason.to_string())
+            );
             Err(reason)
         }
     }

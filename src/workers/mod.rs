@@ -10,6 +10,7 @@
 pub mod add_worker;
 pub mod api;
 pub mod jobs;
+pub mod refusal;
 pub mod registry;
 pub mod supervisor;
 
@@ -21,6 +22,7 @@ use arc_swap::ArcSwapOption;
 use serde_json::{Map, Value};
 
 use crate::config::{Backend, WorkerConfig};
+use crate::engine::zmq::loss::LinkLoss;
 use crate::routing::RankTable;
 
 /// Lifecycle states (SMG's "Worker Lifecycle").
@@ -68,7 +70,7 @@ pub struct Worker {
     epoch: AtomicU64,
     /// Set by any shard that saw the engine die; the supervisor reacts.
     lost: AtomicBool,
-    lost_reason: Mutex<String>,
+    lost_reason: Mutex<Option<LinkLoss>>,
     /// Set by `DELETE /workers/{id}`: the supervisor drains, then removes the worker.
     removing: AtomicBool,
     /// Requests in flight on this worker, all shards together (`request_finished` counts down).
@@ -96,7 +98,7 @@ impl Worker {
             status: AtomicU8::new(WorkerStatus::Pending as u8),
             epoch: AtomicU64::new(0),
             lost: AtomicBool::new(false),
-            lost_reason: Mutex::new(String::new()),
+            lost_reason: Mutex::new(None),
             removing: AtomicBool::new(false),
             in_flight: AtomicI64::new(0),
             supervisor: atomic_waker::AtomicWaker::new(),
@@ -142,13 +144,13 @@ impl Worker {
     }
 
     /// Reports the engine lost (first report wins). Called from any shard.
-    pub fn report_lost(&self, epoch: u64, reason: &str) {
+    pub fn report_lost(&self, epoch: u64, reason: LinkLoss) {
         if epoch != self.epoch() {
             return;
         }
         if !self.lost.swap(true, Ordering::AcqRel) {
             if let Ok(mut r) = self.lost_reason.lock() {
-                *r = reason.to_string();
+                *r = Some(reason);
             }
         }
         self.supervisor.wake();
@@ -158,9 +160,10 @@ impl Worker {
         self.lost.load(Ordering::Acquire)
     }
 
-    pub(crate) fn take_lost(&self) -> Option<String> {
+    pub(crate) fn take_lost(&self) -> Option<LinkLoss> {
         if self.lost.swap(false, Ordering::AcqRel) {
-            Some(self.lost_reason.lock().map(|r| r.clone()).unwrap_or_default())
+            // Set before the flag; a poisoned lock (a panicking reporter) still reads as lost.
+            Some(self.lost_reason.lock().ok().and_then(|mut r| r.take()).unwrap_or(LinkLoss::Closed))
         } else {
             None
         }
@@ -279,9 +282,12 @@ mod tests {
         let w = worker();
         let mut lost = std::pin::pin!(w.supervisor_event(Worker::is_lost_or_drained));
         assert!(lost.as_mut().poll(&mut cx).is_pending());
-        w.report_lost(w.epoch(), "engine gone");
+        w.report_lost(w.epoch(), LinkLoss::EngineDead);
         assert_eq!(count.get(), 3, "a loss report wakes it");
         assert_eq!(lost.as_mut().poll(&mut cx), Poll::Ready(()));
-        assert_eq!(w.take_lost().as_deref(), Some("engine gone"));
+        assert_eq!(
+            w.take_lost().map(|l| l.to_string()).as_deref(),
+            Some("the engine reported a fatal error (ENGINE_CORE_DEAD)")
+        );
     }
 }

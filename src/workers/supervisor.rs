@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Worker, WorkerStatus};
+use crate::engine::zmq::bringup::{self, HandshakeError};
 use crate::engine::zmq::connection::LinkSockets;
 use crate::engine::zmq::hub::Hub;
-use crate::engine::zmq::startup;
+use crate::engine::zmq::loss::LinkLoss;
 use crate::limits;
 use crate::routing::RankTable;
 use crate::shard::mailbox::ShardMsg;
@@ -21,7 +22,10 @@ use shardgate_wire::{sockdir, zmtp};
 
 /// How a connected period ended.
 enum Ended {
-    Lost(String),
+    /// The engine was lost after the handshake.
+    Lost(LinkLoss),
+    /// The handshake did not complete.
+    Failed(HandshakeError),
     Removed,
 }
 
@@ -36,11 +40,9 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
         let epoch = worker.next_epoch();
         let _ = worker.take_lost();
         let attempt = match sharing_files(&ctx, &worker) {
-            Some(other) => {
-                Some(Err(format!("its socket files are also worker {}'s (a symlinked directory)", other.url())))
-            }
+            Some(other) => Some(Err(HandshakeError::SharedFiles { other: other.url().to_string() })),
             None => monoio::select! {
-                r = startup::connect(
+                r = bringup::connect(
                     &shared.zmq,
                     &worker.config,
                     &worker.handshake_address,
@@ -62,16 +64,21 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
                     "ZMQ backend handshake failed for {}: {e}; will retry on the next health probe",
                     worker.url()
                 );
-                Ended::Lost(e)
+                Ended::Failed(e)
             }
         };
         match ended {
             Ended::Removed => break,
-            Ended::Lost(reason) if shared.config.remove_unhealthy_workers => {
+            Ended::Lost(_) | Ended::Failed(_) if shared.config.remove_unhealthy_workers => {
+                let reason: &dyn std::fmt::Display = match &ended {
+                    Ended::Lost(loss) => loss,
+                    Ended::Failed(e) => e,
+                    Ended::Removed => unreachable!(),
+                };
                 tracing::warn!("removing unhealthy worker {} (--remove-unhealthy-workers): {reason}", worker.url());
                 break;
             }
-            Ended::Lost(_) => {}
+            Ended::Lost(_) | Ended::Failed(_) => {}
         }
         // Released between attempts, so no stale file outlives a connection.
         release_sockets(&ctx, &worker);
@@ -122,14 +129,14 @@ async fn serve_connection(
     ctx: &Rc<ShardCtx>,
     worker: &Arc<Worker>,
     epoch: u64,
-    mut connected: startup::Connected,
+    mut connected: bringup::Connected,
 ) -> Ended {
     let shared = &ctx.shared;
     let engines: Arc<[_]> = connected.engines.into();
     let max_model_len = engines.iter().map(|e| e.registration.max_model_len).min().unwrap_or(0);
     let version = engines.first().map(|e| e.registration.vllm_version.clone()).unwrap_or_default();
     let Some(rank_count) = std::num::NonZeroUsize::new(engines.len()) else {
-        return Ended::Lost("the handshake registered no engine".into());
+        return Ended::Failed(HandshakeError::NoEngines);
     };
     let ranks = RankTable::new(rank_count);
     if let Some(previous) = worker.ranks() {
@@ -176,8 +183,9 @@ async fn serve_connection(
     // Every shard's requests learn the cause, not only those of the shard that saw it first
     // (an ENGINE_CORE_DEAD reaches each shard's socket, but the detach may get there first).
     let reason = match &ended {
-        Ended::Lost(why) => format!("worker connection reset: {why}"),
-        Ended::Removed => "worker removed".to_string(),
+        Ended::Lost(why) => LinkLoss::Reset(Box::new(why.clone())),
+        // Only the attach check and `watch` end a connected period: never a failed handshake.
+        Ended::Removed | Ended::Failed(_) => LinkLoss::Removed,
     };
     let done = Arc::new(AtomicUsize::new(shared.shards));
     for mailbox in &shared.mailboxes {
@@ -247,11 +255,11 @@ async fn watch(ctx: &Rc<ShardCtx>, worker: &Arc<Worker>) -> Ended {
             match ctx.link(worker.key) {
                 Some(link) => {
                     if let Err(e) = link.ping() {
-                        link.fail(&e);
+                        link.fail(e.clone());
                         return Ended::Lost(e);
                     }
                 }
-                None => return Ended::Lost("the control shard's connection closed".into()),
+                None => return Ended::Lost(LinkLoss::ControlLinkClosed),
             }
         }
     }

@@ -24,7 +24,7 @@ impl BenchTokenizer {
         let file = match (tokenizer, model) {
             (Some(p), _) => tokenizer_file(p)?,
             (None, Some(m)) if Path::new(m).join("tokenizer.json").is_file() => Path::new(m).join("tokenizer.json"),
-            _ => shardgate_text::demo_model::ensure()?.join("tokenizer.json"),
+            _ => shardgate_text::demo_model::ensure().map_err(|e| e.to_string())?.join("tokenizer.json"),
         };
         let inner = Tokenizer::from_file(&file).map_err(|e| format!("cannot load {}: {e}", file.display()))?;
         Ok(BenchTokenizer::new(inner, file.display().to_string()))

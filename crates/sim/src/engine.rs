@@ -56,7 +56,7 @@ pub fn run(args: Args) -> Result<(), String> {
         return Err("--zmq-engine-index + --data-parallel-size - 1 must fit in 16 bits".into());
     }
     let tokenizer = match &args.model_path {
-        Some(dir) => Some(Tokenizer::from_file(&dir.join("tokenizer.json"))?),
+        Some(dir) => Some(Tokenizer::from_file(&dir.join("tokenizer.json")).map_err(|e| e.to_string())?),
         None => None,
     };
     let script = match &args.script {
@@ -204,6 +204,9 @@ struct Sim {
     stalled: bool,
     garbage: bool,
     requests_seen: u64,
+    /// Faults that fire once a request has been sent some tokens (`--fault KIND@N:T`), by id:
+    /// (tokens, kinds).
+    token_faults: HashMap<String, (u64, Vec<FaultKind>)>,
     record: Option<std::fs::File>,
     out_buf: Vec<u8>,
     /// MoE: the group's collective, whether this rank is in a running wave, and its wave.
@@ -240,6 +243,7 @@ impl Sim {
             stalled: false,
             garbage: false,
             requests_seen: 0,
+            token_faults: HashMap::new(),
             record: None,
             out_buf: Vec::with_capacity(1 << 16),
             lockstep: None,
@@ -345,7 +349,7 @@ impl Sim {
                         "temperature": req.temperature, "stop_token_ids": req.stop_token_ids,
                         "eos_token_id": req.eos_token_id, "ignore_eos": req.ignore_eos, "client_index": req.client_index,
                         "rank": self.rank, "structured_outputs": req.structured_outputs}));
-                    if self.fire_faults() {
+                    if self.fire_faults(&req.request_id) {
                         return Ok(());
                     }
                     self.add(req)
@@ -386,31 +390,76 @@ impl Sim {
         }
     }
 
-    /// Applies the faults scheduled for the request that just arrived. True: drop the request.
-    fn fire_faults(&mut self) -> bool {
+    /// Applies the faults scheduled for the request that just arrived (and notes those that
+    /// wait for its tokens). True: drop the request.
+    pub(crate) fn fire_faults(&mut self, request_id: &str) -> bool {
         let n = self.requests_seen;
-        let kinds: Vec<FaultKind> = self.args.faults.iter().filter(|f| f.at_request == n).map(|f| f.kind).collect();
+        let due = |f: &&crate::Fault| f.at_request == n;
+        let later: Vec<(u64, FaultKind)> = self
+            .args
+            .faults
+            .iter()
+            .filter(due)
+            .filter(|f| f.after_tokens > 0)
+            .map(|f| (f.after_tokens, f.kind))
+            .collect();
+        for (tokens, kind) in later {
+            let entry = self.token_faults.entry(request_id.to_string()).or_insert((tokens, Vec::new()));
+            entry.0 = entry.0.min(tokens);
+            entry.1.push(kind);
+        }
+        let kinds: Vec<FaultKind> =
+            self.args.faults.iter().filter(due).filter(|f| f.after_tokens == 0).map(|f| f.kind).collect();
         let mut drop_request = false;
         for kind in kinds {
             tracing::warn!("fault {kind:?} fires at request {n}");
-            match kind {
-                FaultKind::Die => {
-                    for out in &self.sockets.outputs {
-                        let _ = out.send(ENGINE_CORE_DEAD, 0);
-                    }
-                    std::thread::sleep(Duration::from_millis(200));
-                    std::process::exit(1);
-                }
-                FaultKind::DieSilent => std::process::exit(137),
-                FaultKind::Stall => self.stalled = true,
-                FaultKind::Deaf => {
-                    self.deaf = true;
-                    drop_request = true;
-                }
-                FaultKind::Garbage => self.garbage = true,
-            }
+            drop_request |= self.fire(kind);
         }
         drop_request
+    }
+
+    /// The faults waiting for tokens whose request has now been sent that many.
+    pub(crate) fn fire_token_faults(&mut self) {
+        if self.token_faults.is_empty() {
+            return;
+        }
+        let due: Vec<String> = self
+            .running
+            .iter()
+            .filter(|r| {
+                let sent = (r.emitted - r.unsent.len()) as u64;
+                self.token_faults.get(&r.req.request_id).is_some_and(|(t, _)| sent >= *t)
+            })
+            .map(|r| r.req.request_id.clone())
+            .collect();
+        for id in due {
+            let Some((tokens, kinds)) = self.token_faults.remove(&id) else { continue };
+            for kind in kinds {
+                tracing::warn!("fault {kind:?} fires after {tokens} token(s) of request {id}");
+                self.fire(kind);
+            }
+        }
+    }
+
+    /// One fault. True: the request that fired it is dropped.
+    fn fire(&mut self, kind: FaultKind) -> bool {
+        match kind {
+            FaultKind::Die => {
+                for out in &self.sockets.outputs {
+                    let _ = out.send(ENGINE_CORE_DEAD, 0);
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                std::process::exit(1);
+            }
+            FaultKind::DieSilent => std::process::exit(137),
+            FaultKind::Stall => self.stalled = true,
+            FaultKind::Deaf => {
+                self.deaf = true;
+                return true;
+            }
+            FaultKind::Garbage => self.garbage = true,
+        }
+        false
     }
 
     /// A real engine's input thread dies on an invalid request: the engine stays up, deaf.
@@ -582,6 +631,7 @@ impl Sim {
             }
             self.send_to(client, false)?;
         }
+        self.fire_token_faults();
         for i in finished.into_iter().rev() {
             let r = self.running.remove(i);
             self.live_ids.remove(&r.req.request_id);

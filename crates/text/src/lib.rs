@@ -5,10 +5,12 @@
 pub mod assets;
 pub mod demo_model;
 pub mod detokenize;
+pub mod error;
 pub mod limits;
 pub mod model;
 pub mod stops;
 pub mod template;
 pub mod tokenizer;
 
+pub use error::{AssetError, ModelError, TemplateError, TokenizerError};
 pub use model::ModelAssets;

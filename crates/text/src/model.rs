@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::tokenizer::Tokenizer;
+use crate::error::ModelError;
 
 /// Sampling defaults from `generation_config.json` (applied when the request leaves them unset,
 /// as vLLM's `--generation-config auto` does).
@@ -62,14 +63,10 @@ pub struct ModelSource {
 }
 
 impl ModelAssets {
-    pub fn load(src: &ModelSource) -> Result<Self, String> {
+    pub fn load(src: &ModelSource) -> Result<Self, ModelError> {
         let model_dir = &src.model_path;
         if !model_dir.is_dir() {
-            return Err(format!(
-                "model path {} is not a local directory (this build loads models from local directories; \
-                 download the model first)",
-                model_dir.display()
-            ));
+            return Err(ModelError::NotADirectory(model_dir.clone()));
         }
         let tok_dir_or_file = src.tokenizer_path.clone().unwrap_or_else(|| model_dir.clone());
         let (tokenizer_file, tok_dir) = if tok_dir_or_file.is_file() {
@@ -146,13 +143,13 @@ impl ModelAssets {
     }
 }
 
-fn read_json(path: &Path) -> Result<Option<Value>, String> {
+fn read_json(path: &Path) -> Result<Option<Value>, ModelError> {
     match fs::read(path) {
-        Ok(bytes) => {
-            serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("cannot parse {}: {e}", path.display()))
-        }
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|source| ModelError::Parse { path: path.to_path_buf(), source }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        Err(source) => Err(ModelError::Read { path: path.to_path_buf(), source }),
     }
 }
 
@@ -190,16 +187,18 @@ fn load_chat_template(
     model_dir: &Path,
     tok_dir: &Path,
     tokenizer_config: &Value,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ModelError> {
     if let Some(t) = explicit {
         let path = Path::new(t);
         // vLLM accepts a file path or the template text itself.
         return if path.is_file() {
-            fs::read_to_string(path).map(Some).map_err(|e| format!("cannot read chat template {t}: {e}"))
+            fs::read_to_string(path)
+                .map(Some)
+                .map_err(|source| ModelError::ReadTemplate { template: t.to_string(), source })
         } else if t.contains("{{") || t.contains("{%") {
             Ok(Some(t.to_string()))
         } else {
-            Err(format!("chat template {t} is neither a readable file nor a template"))
+            Err(ModelError::TemplateArgument(t.to_string()))
         };
     }
     for dir in [model_dir, tok_dir] {
@@ -210,7 +209,7 @@ fn load_chat_template(
         }
         let jinja = dir.join("chat_template.jinja");
         if jinja.is_file() {
-            return fs::read_to_string(&jinja).map(Some).map_err(|e| format!("cannot read {}: {e}", jinja.display()));
+            return fs::read_to_string(&jinja).map(Some).map_err(|source| ModelError::Read { path: jinja, source });
         }
     }
     Ok(tokenizer_config.get("chat_template").and_then(template_from_value))

@@ -9,6 +9,111 @@ use std::path::{Path, PathBuf};
 
 use crate::limits;
 
+/// Why a worker's socket path or directory is refused. Texts are SMG's (`Failed job:
+/// type=AddWorker` reasons), so operators can search for them.
+#[derive(Debug)]
+pub enum SockdirError {
+    /// The path has a control character.
+    ControlCharacter,
+    /// The path is relative.
+    NotAbsolute,
+    /// The path has a `..` component.
+    ParentComponent,
+    /// The path names a directory (ends in `/` or `/.`), not a socket file prefix.
+    Directory,
+    /// A socket file name does not fit `sun_path`.
+    TooLong {
+        path: String,
+        len: usize,
+    },
+    /// The socket files would lie outside `--worker-socket-root`.
+    OutsideRoot {
+        base: String,
+        root: PathBuf,
+    },
+    DirIsSymlink(PathBuf),
+    DirNotDirectory(PathBuf),
+    DirForeignOwner {
+        dir: PathBuf,
+        owner: u32,
+        uid: u32,
+    },
+    InspectDir {
+        dir: PathBuf,
+        source: io::Error,
+    },
+    CreateDir {
+        dir: PathBuf,
+        source: io::Error,
+    },
+    /// Something other than a socket is at a socket file's place.
+    NotASocket(String),
+    InspectFile {
+        path: String,
+        source: io::Error,
+    },
+    RemoveStale {
+        path: String,
+        source: io::Error,
+    },
+}
+
+impl std::fmt::Display for SockdirError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const MUST: &str = "ZMQ worker URL must be ipc://<path>";
+        match self {
+            SockdirError::ControlCharacter => write!(f, "{MUST} without control characters"),
+            SockdirError::NotAbsolute => write!(f, "{MUST} with an absolute path"),
+            SockdirError::ParentComponent => write!(f, "{MUST} with an absolute path without '..' components"),
+            SockdirError::Directory => write!(f, "{MUST} naming a socket file prefix, not a directory"),
+            SockdirError::TooLong { path, len } => write!(
+                f,
+                "ipc socket path {path} is too long ({len} bytes; Unix socket paths hold at most {})",
+                limits::unix_socket_path_bytes_max
+            ),
+            SockdirError::OutsideRoot { base, root } => write!(
+                f,
+                "ipc socket path {base} is outside --worker-socket-root {} (symlinks resolved)",
+                root.display()
+            ),
+            SockdirError::DirIsSymlink(dir) => {
+                write!(f, "ipc socket dir {} is a symlink; refusing to use it", dir.display())
+            }
+            SockdirError::DirNotDirectory(dir) => {
+                write!(f, "ipc socket dir {} exists but is not a directory", dir.display())
+            }
+            SockdirError::DirForeignOwner { dir, owner, uid } => write!(
+                f,
+                "ipc socket dir {} is owned by uid {owner}, not by uid {uid} that the gateway runs as",
+                dir.display()
+            ),
+            SockdirError::InspectDir { dir, source } => {
+                write!(f, "cannot inspect ipc socket dir {}: {source}", dir.display())
+            }
+            SockdirError::CreateDir { dir, source } => {
+                write!(f, "cannot create ipc socket dir {}: {source}", dir.display())
+            }
+            SockdirError::NotASocket(path) => {
+                write!(f, "ipc socket path {path} exists but is not a socket; refusing to unlink")
+            }
+            SockdirError::InspectFile { path, source } => write!(f, "cannot inspect ipc socket path {path}: {source}"),
+            SockdirError::RemoveStale { path, source } => write!(f, "cannot remove stale ipc socket {path}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for SockdirError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SockdirError::InspectDir { source, .. }
+            | SockdirError::CreateDir { source, .. }
+            | SockdirError::InspectFile { source, .. }
+            | SockdirError::RemoveStale { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
 /// The two data-plane socket files of shard `shard` for worker path `base`: shard 0 keeps the
 /// seed's `<path>-in.sock` / `<path>-out.sock`, shard k uses `<path>-in.k.sock`.
 pub fn socket_paths(base: &str, shard: usize) -> (String, String) {
@@ -34,19 +139,18 @@ pub fn derived_handshake_port(path: &str) -> u16 {
 /// `.` components and repeated `/` collapsed. `..` is refused rather than resolved (lexically
 /// it can disagree with the kernel across a symlink), and so is a path naming a directory (the
 /// path is a prefix of socket file names). Control characters have no place in a socket path.
-pub fn normalize(path: &str) -> Result<String, String> {
-    const MUST: &str = "ZMQ worker URL must be ipc://<path>";
+pub fn normalize(path: &str) -> Result<String, SockdirError> {
     if path.chars().any(char::is_control) {
-        return Err(format!("{MUST} without control characters"));
+        return Err(SockdirError::ControlCharacter);
     }
     if !path.starts_with('/') {
-        return Err(format!("{MUST} with an absolute path"));
+        return Err(SockdirError::NotAbsolute);
     }
     let mut out = String::with_capacity(path.len());
     for part in path.split('/') {
         match part {
             "" | "." => {}
-            ".." => return Err(format!("{MUST} with an absolute path without '..' components")),
+            ".." => return Err(SockdirError::ParentComponent),
             name => {
                 out.push('/');
                 out.push_str(name);
@@ -54,7 +158,7 @@ pub fn normalize(path: &str) -> Result<String, String> {
         }
     }
     if matches!(path.rsplit('/').next(), Some("" | ".")) {
-        return Err(format!("{MUST} naming a socket file prefix, not a directory"));
+        return Err(SockdirError::Directory);
     }
     Ok(out)
 }
@@ -63,24 +167,17 @@ pub fn normalize(path: &str) -> Result<String, String> {
 /// creating or deleting anything: every file name fits `sun_path`, the files lie under `root`
 /// (symlinks resolved), and an existing directory or file at their place is one `prepare` may
 /// use. `base` is normalised; returns the files, `pairs` socket pairs in shard order.
-pub fn check(base: &str, pairs: usize, root: Option<&Path>) -> Result<Vec<(String, String)>, String> {
+pub fn check(base: &str, pairs: usize, root: Option<&Path>) -> Result<Vec<(String, String)>, SockdirError> {
     let files: Vec<(String, String)> = (0..pairs).map(|k| socket_paths(base, k)).collect();
     for path in files.iter().flat_map(|(input, output)| [input, output]) {
         if path.len() > limits::unix_socket_path_bytes_max {
-            return Err(format!(
-                "ipc socket path {path} is too long ({} bytes; Unix socket paths hold at most {})",
-                path.len(),
-                limits::unix_socket_path_bytes_max
-            ));
+            return Err(SockdirError::TooLong { path: path.clone(), len: path.len() });
         }
     }
     let dir = parent(base);
     if let Some(root) = root {
         if !resolve(&dir).starts_with(resolve(root)) {
-            return Err(format!(
-                "ipc socket path {base} is outside --worker-socket-root {} (symlinks resolved)",
-                root.display()
-            ));
+            return Err(SockdirError::OutsideRoot { base: base.to_string(), root: root.to_path_buf() });
         }
     }
     inspect_dir(&dir)?;
@@ -93,14 +190,14 @@ pub fn check(base: &str, pairs: usize, root: Option<&Path>) -> Result<Vec<(Strin
 /// Prepares the directory and socket files for `pairs` socket pairs under `base` (normalised):
 /// `check`s first, so a refusal leaves nothing behind, then creates the parent directory (0700)
 /// and removes stale socket files. Returns the files it will bind, in shard order.
-pub fn prepare(base: &str, pairs: usize, root: Option<&Path>) -> Result<Vec<(String, String)>, String> {
+pub fn prepare(base: &str, pairs: usize, root: Option<&Path>) -> Result<Vec<(String, String)>, SockdirError> {
     let files = check(base, pairs, root)?;
     let dir = parent(base);
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&dir)
-        .map_err(|e| format!("cannot create ipc socket dir {}: {e}", dir.display()))?;
+        .map_err(|source| SockdirError::CreateDir { dir: dir.clone(), source })?;
     // Checked again: the directory may have changed since `check` looked.
     inspect_dir(&dir)?;
     for path in files.iter().flat_map(|(input, output)| [input, output]) {
@@ -151,48 +248,44 @@ fn resolve(path: &Path) -> PathBuf {
 
 /// An existing socket directory must be a real directory owned by the gateway's user; a
 /// missing one is fine (`prepare` creates it).
-fn inspect_dir(dir: &Path) -> Result<(), String> {
-    let shown = dir.display();
+fn inspect_dir(dir: &Path) -> Result<(), SockdirError> {
     match fs::symlink_metadata(dir) {
         Ok(meta) => {
             if meta.file_type().is_symlink() {
-                return Err(format!("ipc socket dir {shown} is a symlink; refusing to use it"));
+                return Err(SockdirError::DirIsSymlink(dir.to_path_buf()));
             }
             if !meta.is_dir() {
-                return Err(format!("ipc socket dir {shown} exists but is not a directory"));
+                return Err(SockdirError::DirNotDirectory(dir.to_path_buf()));
             }
             // SAFETY: geteuid has no preconditions.
             let uid = unsafe { libc::geteuid() };
             if meta.uid() != uid {
-                return Err(format!(
-                    "ipc socket dir {shown} is owned by uid {}, not by uid {uid} that the gateway runs as",
-                    meta.uid()
-                ));
+                return Err(SockdirError::DirForeignOwner { dir: dir.to_path_buf(), owner: meta.uid(), uid });
             }
             Ok(())
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("cannot inspect ipc socket dir {shown}: {e}")),
+        Err(source) => Err(SockdirError::InspectDir { dir: dir.to_path_buf(), source }),
     }
 }
 
 /// Anything but a socket at a socket file's place is refused (never unlinked).
-fn inspect_file(path: &str) -> Result<(), String> {
+fn inspect_file(path: &str) -> Result<(), SockdirError> {
     match fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => Ok(()),
-        Ok(_) => Err(format!("ipc socket path {path} exists but is not a socket; refusing to unlink")),
+        Ok(_) => Err(SockdirError::NotASocket(path.to_string())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("cannot inspect ipc socket path {path}: {e}")),
+        Err(source) => Err(SockdirError::InspectFile { path: path.to_string(), source }),
     }
 }
 
 /// Deletes a leftover socket file; refuses anything that is not a socket.
-fn remove_stale(path: &str) -> Result<(), String> {
+fn remove_stale(path: &str) -> Result<(), SockdirError> {
     inspect_file(path)?;
     match fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("cannot remove stale ipc socket {path}: {e}")),
+        Err(source) => Err(SockdirError::RemoveStale { path: path.to_string(), source }),
     }
 }
 
@@ -218,6 +311,62 @@ mod tests {
         let d = std::env::temp_dir().join(format!("sg-sockdir-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         d
+    }
+
+    /// The typed errors read exactly as the texts they replaced (operators grep for them).
+    #[test]
+    fn error_texts_are_unchanged() {
+        let io = || io::Error::from(io::ErrorKind::PermissionDenied);
+        let d = PathBuf::from("/d");
+        let cases: Vec<(SockdirError, String)> = vec![
+            (SockdirError::ControlCharacter, "ZMQ worker URL must be ipc://<path> without control characters".into()),
+            (SockdirError::NotAbsolute, "ZMQ worker URL must be ipc://<path> with an absolute path".into()),
+            (
+                SockdirError::ParentComponent,
+                "ZMQ worker URL must be ipc://<path> with an absolute path without '..' components".into(),
+            ),
+            (
+                SockdirError::Directory,
+                "ZMQ worker URL must be ipc://<path> naming a socket file prefix, not a directory".into(),
+            ),
+            (
+                SockdirError::TooLong { path: "/p".into(), len: 200 },
+                format!(
+                    "ipc socket path /p is too long (200 bytes; Unix socket paths hold at most {})",
+                    limits::unix_socket_path_bytes_max
+                ),
+            ),
+            (
+                SockdirError::OutsideRoot { base: "/etc/w".into(), root: "/r".into() },
+                "ipc socket path /etc/w is outside --worker-socket-root /r (symlinks resolved)".into(),
+            ),
+            (SockdirError::DirIsSymlink(d.clone()), "ipc socket dir /d is a symlink; refusing to use it".into()),
+            (SockdirError::DirNotDirectory(d.clone()), "ipc socket dir /d exists but is not a directory".into()),
+            (
+                SockdirError::DirForeignOwner { dir: d.clone(), owner: 7, uid: 0 },
+                "ipc socket dir /d is owned by uid 7, not by uid 0 that the gateway runs as".into(),
+            ),
+            (
+                SockdirError::InspectDir { dir: d.clone(), source: io() },
+                format!("cannot inspect ipc socket dir /d: {}", io()),
+            ),
+            (SockdirError::CreateDir { dir: d, source: io() }, format!("cannot create ipc socket dir /d: {}", io())),
+            (
+                SockdirError::NotASocket("/p".into()),
+                "ipc socket path /p exists but is not a socket; refusing to unlink".into(),
+            ),
+            (
+                SockdirError::InspectFile { path: "/p".into(), source: io() },
+                format!("cannot inspect ipc socket path /p: {}", io()),
+            ),
+            (
+                SockdirError::RemoveStale { path: "/p".into(), source: io() },
+                format!("cannot remove stale ipc socket /p: {}", io()),
+            ),
+        ];
+        for (e, text) in cases {
+            assert_eq!(e.to_string(), text);
+        }
     }
 
     #[test]
@@ -250,17 +399,17 @@ mod tests {
         fs::create_dir(&real).unwrap();
         let link = d.join("link");
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        let e = prepare(link.join("engine").to_str().unwrap(), 1, None).unwrap_err();
+        let e = prepare(link.join("engine").to_str().unwrap(), 1, None).unwrap_err().to_string();
         assert!(e.contains("is a symlink"), "{e}");
 
         let file = d.join("file");
         fs::write(&file, b"x").unwrap();
-        let e = prepare(file.join("engine").to_str().unwrap(), 1, None).unwrap_err();
+        let e = prepare(file.join("engine").to_str().unwrap(), 1, None).unwrap_err().to_string();
         assert!(e.contains("exists but is not a directory"), "{e}");
 
         let base = real.join("engine");
         fs::write(format!("{}-out.sock", base.display()), b"not a socket").unwrap();
-        let e = prepare(base.to_str().unwrap(), 1, None).unwrap_err();
+        let e = prepare(base.to_str().unwrap(), 1, None).unwrap_err().to_string();
         assert!(e.ends_with("exists but is not a socket; refusing to unlink"), "{e}");
         fs::remove_dir_all(&d).unwrap();
     }
@@ -294,7 +443,7 @@ mod tests {
             ("/tmp/x\n/w0", Err("without control characters")),
         ];
         for (path, expected) in cases {
-            match (normalize(path), expected) {
+            match (normalize(path).map_err(|e| e.to_string()), expected) {
                 (Ok(got), Ok(want)) => assert_eq!(got, want, "{path:?}"),
                 (Err(e), Err(want)) => {
                     assert!(e.starts_with("ZMQ worker URL must be ipc://<path>") && e.contains(want), "{path:?}: {e}")
@@ -316,7 +465,7 @@ mod tests {
         let base =
             format!("{prefix}{}", "x".repeat(limits::unix_socket_path_bytes_max - "-out.sock".len() - prefix.len()));
         assert!(check(&base, 1, None).is_ok());
-        let e = prepare(&base, 2, None).unwrap_err();
+        let e = prepare(&base, 2, None).unwrap_err().to_string();
         assert!(e.contains("-in.1.sock is too long"), "{e}");
         assert!(!d.exists(), "nothing was created");
     }
@@ -330,7 +479,7 @@ mod tests {
         let inside = format!("{}/sub/w", root.display());
         assert!(check(&inside, 1, Some(&root)).is_ok());
         for base in [format!("{}/w", d.display()), format!("{}/escape/etc/w", root.display()), "/etc/w".into()] {
-            let e = check(&base, 1, Some(&root)).unwrap_err();
+            let e = check(&base, 1, Some(&root)).unwrap_err().to_string();
             assert!(e.contains("is outside --worker-socket-root"), "{base}: {e}");
         }
         // A root that does not exist yet still bounds what lies under it.
@@ -363,7 +512,7 @@ mod tests {
         fs::create_dir_all(&d).unwrap();
         let path = std::ffi::CString::new(d.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::chown(path.as_ptr(), 65534, 65534) }, 0);
-        let e = prepare(d.join("engine").to_str().unwrap(), 1, None).unwrap_err();
+        let e = prepare(d.join("engine").to_str().unwrap(), 1, None).unwrap_err().to_string();
         assert!(e.contains("is owned by uid 65534"), "{e}");
         fs::remove_dir_all(&d).unwrap();
     }

@@ -17,8 +17,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::bringup::Engine;
 use super::hub::{shard_of, Hub, Outgoing};
-use super::startup::Engine;
+use super::loss::LinkLoss;
 use crate::config::Backend;
 use crate::engine::slot::{RequestSlot, SlotEvent};
 use crate::engine::{EngineRequest, TokenEvent};
@@ -26,6 +27,7 @@ use crate::error::{ApiError, EngineFault, FaultSource};
 use crate::limits;
 use crate::routing::RankTable;
 use crate::workers::Worker;
+use shardgate_wire::msgpack::DecodeError;
 use shardgate_wire::zmtp::{self, Attached, DriveEnd, Frames, SendError};
 use shardgate_wire::{tokenspeed, vllm};
 
@@ -90,9 +92,9 @@ impl EngineLink {
         engines: Arc<[Engine]>,
         ranks: Arc<RankTable>,
         silence_s: u64,
-    ) -> Result<Rc<EngineLink>, String> {
+    ) -> std::io::Result<Rc<EngineLink>> {
         assert!(!engines.is_empty() && engines.len() == ranks.len());
-        let attach = |s| Attached::attach(s).map_err(|e| format!("cannot watch a worker socket: {e}"));
+        let attach = Attached::attach;
         let (transport, output) = match sockets {
             LinkSockets::Pair(input, output) => (Transport::Direct(attach(input)?), Some(attach(output)?)),
             LinkSockets::Owner(input, output, hub) => (Transport::Owner(attach(input)?, hub), Some(attach(output)?)),
@@ -154,16 +156,21 @@ impl EngineLink {
     }
 
     /// Sends an ADD. The returned `Submission` aborts the request on the engine if it is dropped
-    /// before the engine finished it. Errors are what the client gets: a request this engine
-    /// cannot take (400), a full relay queue (503), a transport fault. `lockstep`: the model is
-    /// MoE, so the group's engines only step together (see `wake_group`).
-    pub async fn submit(self: &Rc<Self>, req: &EngineRequest, lockstep: bool) -> Result<Submission, ApiError> {
+    /// before the engine finished it. Errors: a request this engine cannot take (400) or a full
+    /// relay queue (503), which are the client's answer, or a fault of the link, which
+    /// `pipeline::retry` may route around. `lockstep`: the model is MoE, so the group's engines
+    /// only step together (see `wake_group`).
+    pub async fn submit(self: &Rc<Self>, req: &EngineRequest, lockstep: bool) -> Result<Submission, SubmitError> {
         if self.closed.get() {
-            return Err(EngineFault::new(FaultSource::Gateway, "engine connection is closed", true).to_api_error());
+            return Err(SubmitError::Fault(EngineFault::new(
+                FaultSource::Gateway,
+                "engine connection is closed",
+                true,
+            )));
         }
         if self.requests.borrow().contains_key(&req.request_id) {
             // A duplicate live id kills a vLLM engine; ids are unique by construction.
-            return Err(EngineFault::new(FaultSource::Gateway, "duplicate live request id", true).to_api_error());
+            return Err(SubmitError::Fault(EngineFault::new(FaultSource::Gateway, "duplicate live request id", true)));
         }
         let payload = {
             let mut buf = self.scratch.borrow_mut();
@@ -171,7 +178,7 @@ impl EngineLink {
             match self.backend {
                 Backend::Vllm => vllm::request::encode_add(req, self.client_index, &mut buf),
                 Backend::Tokenspeed => tokenspeed::request::encode_add(req, true, &mut buf)
-                    .map_err(|u| ApiError::invalid_param(u.param(), u.to_string()))?,
+                    .map_err(|u| SubmitError::Refused(ApiError::invalid_param(u.param(), u.to_string())))?,
             }
             buf.clone()
         };
@@ -198,7 +205,7 @@ impl EngineLink {
             // Silence is measured from the moment work is outstanding.
             self.last_output.set(Instant::now());
         }
-        Ok(Submission { link: self.clone(), request_id: req.request_id.clone(), slot })
+        Ok(Submission { link: self.clone(), request_id: req.request_id.clone(), slot, rank })
     }
 
     /// A MoE group steps in lockstep (every step ends in a collective all ranks must join), and
@@ -218,13 +225,13 @@ impl EngineLink {
         }
     }
 
-    async fn send_add(&self, rank: usize, payload: Vec<u8>) -> Result<(), ApiError> {
+    async fn send_add(&self, rank: usize, payload: Vec<u8>) -> Result<(), SubmitError> {
         let input = match &self.transport {
             Transport::Direct(input) | Transport::Owner(input, _) => input,
             Transport::Relay(hub) => {
                 return hub.push_request(Outgoing { rank, kind: REQUEST_ADD, payload }).map_err(|_| {
                     tracing::warn!("worker {}: relay queue to the owner shard is full", self.worker.url());
-                    ApiError::overloaded("The engine's request queue is full; try again later", 1)
+                    SubmitError::Refused(ApiError::overloaded("The engine's request queue is full; try again later", 1))
                 });
             }
         };
@@ -236,8 +243,11 @@ impl EngineLink {
             )
             .await;
         sent.map_err(|e| {
-            self.fail(&format!("request send failed: {e}"));
-            EngineFault::new(FaultSource::Transport, format!("cannot send request to engine: {e}"), true).to_api_error()
+            self.fail(LinkLoss::SendFailed(e));
+            SubmitError::Fault(
+                EngineFault::new(FaultSource::Transport, format!("cannot send request to engine: {e}"), true)
+                    .on_rank(rank),
+            )
         })
     }
 
@@ -285,7 +295,7 @@ impl EngineLink {
         if let Err(e) = self.send_control(rank, REQUEST_ABORT, payload) {
             tracing::warn!("cannot send ABORT for {request_id} to {}: {e}", self.worker.url());
             if e == SendError::Unreachable {
-                self.fail(&format!("engine unreachable: {e}"));
+                self.fail(LinkLoss::Unreachable(e));
             }
         }
     }
@@ -294,9 +304,9 @@ impl EngineLink {
     /// connection holds its identity). The closed connection itself is usually seen first
     /// (`drive_input`); this is the backstop. vLLM gets a utility call; TokenSpeed, which has
     /// none, an empty ABORT (a no-op there).
-    pub fn ping(&self) -> Result<(), String> {
+    pub fn ping(&self) -> Result<(), LinkLoss> {
         if self.closed.get() {
-            return Err("connection closed".into());
+            return Err(LinkLoss::Closed);
         }
         for rank in 0..self.engines.len() {
             let mut payload = Vec::with_capacity(32);
@@ -314,7 +324,7 @@ impl EngineLink {
             };
             match self.send_control(rank, kind, payload) {
                 Ok(()) | Err(SendError::Full) => {}
-                Err(err) => return Err(format!("engine rank {} unreachable: {err}", self.engines[rank].identity)),
+                Err(error) => return Err(LinkLoss::PingFailed { rank: self.engines[rank].identity, error }),
             }
         }
         Ok(())
@@ -322,7 +332,7 @@ impl EngineLink {
 
     /// Aborts every live request on its engine rank (one ABORT per rank), fails them for their
     /// clients, and closes the link without reporting the worker lost.
-    pub fn abort_all(&self, reason: &str) {
+    pub fn abort_all(&self, reason: LinkLoss) {
         if self.closed.get() {
             return;
         }
@@ -337,32 +347,30 @@ impl EngineLink {
                 tracing::warn!("cannot send ABORT for {} request(s) to {}: {e}", ids.len(), self.worker.url());
             }
         }
-        self.close(reason);
+        self.close(&reason);
     }
 
     /// Closes the link: every live request gets a fault, nothing more is sent, and the worker
     /// is reported lost (the supervisor re-binds).
-    pub fn fail(&self, reason: &str) {
-        self.close(reason);
+    pub fn fail(&self, reason: LinkLoss) {
+        self.close(&reason);
         self.worker.report_lost(self.epoch, reason);
     }
 
     /// Closes without reporting (the supervisor asked).
-    pub fn close(&self, reason: &str) {
+    pub fn close(&self, reason: &LinkLoss) {
         if self.closed.replace(true) {
             return;
         }
         let ids: Vec<String> = self.requests.borrow().keys().cloned().collect();
         for id in ids {
-            let Some(Live { slot, .. }) = self.retire(&id) else { continue };
-            slot.push(
-                SlotEvent::Fault(EngineFault::new(
-                    FaultSource::Transport,
-                    format!("engine connection lost: {reason}"),
-                    false,
-                )),
-                Instant::now(),
+            let Some(Live { slot, rank, .. }) = self.retire(&id) else { continue };
+            let fault = EngineFault::new(
+                FaultSource::Transport,
+                format!("engine connection lost: {reason}"),
+                reason.retry_safe(),
             );
+            slot.push(SlotEvent::Fault(fault.on_rank(rank)), Instant::now());
         }
         self.close_signal.raise();
     }
@@ -406,12 +414,12 @@ impl EngineLink {
     /// progressing (outputs, finishes or a scheduler report): a reply to our own liveness ping
     /// proves the process is up, not that it still serves, so it must not hold off the silence
     /// watchdog.
-    fn on_output(&self, frames: &Frames) -> Result<bool, String> {
+    fn on_output(&self, frames: &Frames) -> Result<bool, DecodeError> {
         let progress;
         match self.backend {
             Backend::Vllm => {
                 let aux: Vec<&[u8]> = frames.iter().skip(1).collect();
-                let batch = vllm::output::decode_batch(&frames[0], &aux).map_err(|e| e.to_string())?;
+                let batch = vllm::output::decode_batch(&frames[0], &aux)?;
                 // Before the batch's finishes, so a last finish resets this report, not the
                 // reverse.
                 progress = !batch.outputs.is_empty() || !batch.finished_requests.is_empty() || batch.load.is_some();
@@ -423,7 +431,7 @@ impl EngineLink {
                 }
             }
             Backend::Tokenspeed => {
-                let batch = tokenspeed::output::decode_batch(&frames[0]).map_err(|e| e.to_string())?;
+                let batch = tokenspeed::output::decode_batch(&frames[0])?;
                 progress = true;
                 if let Some(load) = &batch.load {
                     self.report_load(batch.engine_index, load.running, load.waiting, load.kv_cache_usage());
@@ -437,11 +445,38 @@ impl EngineLink {
     }
 }
 
+/// Why an ADD was not sent.
+#[derive(Debug)]
+pub enum SubmitError {
+    /// The link failed or was closed: the request never reached an engine (`retry_safe`).
+    Fault(EngineFault),
+    /// This engine cannot take the request as it is (TokenSpeed's limits), or its relay queue
+    /// is full: the client's answer, never routed around.
+    Refused(ApiError),
+}
+
+impl SubmitError {
+    pub fn to_api_error(&self) -> ApiError {
+        match self {
+            SubmitError::Fault(f) => f.to_api_error(),
+            SubmitError::Refused(e) => e.clone(),
+        }
+    }
+}
+
+impl From<ApiError> for SubmitError {
+    fn from(e: ApiError) -> Self {
+        SubmitError::Refused(e)
+    }
+}
+
 /// A request in flight on a link. Dropping it before the engine finished aborts it there.
 pub struct Submission {
     link: Rc<EngineLink>,
     request_id: String,
     slot: Rc<RequestSlot>,
+    /// The engine rank (position in the worker's group) it was sent to.
+    rank: usize,
 }
 
 impl Submission {
@@ -455,6 +490,16 @@ impl Submission {
 
     pub fn request_id(&self) -> &str {
         &self.request_id
+    }
+
+    /// The engine rank it was sent to.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The link it is on.
+    pub fn link(&self) -> &Rc<EngineLink> {
+        &self.link
     }
 }
 
@@ -476,12 +521,12 @@ async fn read_outputs(link: Rc<EngineLink>, output: Attached) {
             _ = link.close_signal.wait() => return,
         };
         if let Err(e) = received {
-            link.fail(&format!("output socket failed: {e}"));
+            link.fail(LinkLoss::OutputFailed(Arc::new(e)));
             return;
         }
         if frames.len() == 1 && &frames[0][..] == vllm::ENGINE_CORE_DEAD {
             tracing::error!("engine of worker {} sent ENGINE_CORE_DEAD", link.worker.url());
-            link.fail("the engine reported a fatal error (ENGINE_CORE_DEAD)");
+            link.fail(LinkLoss::EngineDead);
             return;
         }
         let arrived = Instant::now();
@@ -500,7 +545,7 @@ async fn read_outputs(link: Rc<EngineLink>, output: Attached) {
                     link.worker.url()
                 );
                 if decode_failures >= limits::output_decode_failures_max {
-                    link.fail(&format!("{decode_failures} outputs in a row could not be decoded: {e}"));
+                    link.fail(LinkLoss::Undecodable { count: decode_failures, error: e });
                     return;
                 }
             }
@@ -515,11 +560,8 @@ async fn drive_input(link: Rc<EngineLink>) {
     let (Transport::Direct(input) | Transport::Owner(input, _)) = &link.transport else { return };
     let reason = match input.drive(link.close_signal.wait()).await {
         DriveEnd::Stopped => return,
-        DriveEnd::Lost(identity) => match identity.as_slice() {
-            [lo, hi] => format!("engine rank {} closed its connection", u16::from_le_bytes([*lo, *hi])),
-            other => format!("engine {other:02x?} closed its connection"),
-        },
-        DriveEnd::Failed(e) => format!("input socket failed: {e}"),
+        DriveEnd::Lost(identity) => LinkLoss::EngineClosed(identity),
+        DriveEnd::Failed(e) => LinkLoss::InputFailed(Arc::new(e)),
     };
     // A dying engine's last word (ENGINE_CORE_DEAD) is on the output socket: its reader gets
     // the moment it needs to report that cause instead of this one.
@@ -528,7 +570,7 @@ async fn drive_input(link: Rc<EngineLink>) {
         _ = link.close_signal.wait() => return,
     }
     tracing::error!("worker {}: {reason}", link.worker.url());
-    link.fail(&reason);
+    link.fail(reason);
 }
 
 /// Owner shard: sends what the other shards queued, in order, until the link closes.
@@ -551,7 +593,7 @@ async fn pump(link: Rc<EngineLink>) {
                 // A full queue only delays a control message; anything else means the engine
                 // is gone (or an ADD could not leave for the send limit).
                 if msg.kind == REQUEST_ADD || e != SendError::Full {
-                    link.fail(&format!("relayed send failed: {e}"));
+                    link.fail(LinkLoss::RelayedSendFailed(e));
                     return;
                 }
             }
@@ -593,7 +635,7 @@ async fn watch_silence(link: Rc<EngineLink>) {
                 limit.as_secs(),
                 link.in_flight()
             );
-            link.fail(&format!("no output for {} s while requests were in flight", limit.as_secs()));
+            link.fail(LinkLoss::Silent { secs: limit.as_secs() });
             return;
         }
     }

@@ -12,8 +12,28 @@
 //! Invariant: a socket is used from one thread at a time; `AsyncSocket::attach` registers the
 //! fd with the runtime of the thread that calls it.
 
+use std::fmt;
 use std::io;
 use std::os::fd::{FromRawFd, RawFd};
+
+/// Why a message could not leave the handshake socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandshakeSendError {
+    /// No engine with that identity is connected.
+    NotConnected,
+    Zmq(zmq::Error),
+}
+
+impl fmt::Display for HandshakeSendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HandshakeSendError::NotConnected => f.write_str("engine not connected"),
+            HandshakeSendError::Zmq(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for HandshakeSendError {}
 
 /// A ZMQ socket plus its readiness watcher on the current runtime.
 pub struct AsyncSocket {
@@ -75,14 +95,14 @@ impl AsyncSocket {
     }
 
     /// Sends a multipart message without blocking.
-    pub fn send_multipart(&self, frames: &[&[u8]]) -> Result<(), String> {
+    pub fn send_multipart(&self, frames: &[&[u8]]) -> Result<(), HandshakeSendError> {
         let last = frames.len().saturating_sub(1);
         for (i, frame) in frames.iter().enumerate() {
             let flags = zmq::DONTWAIT | if i < last { zmq::SNDMORE } else { 0 };
             match self.socket.send(*frame, flags) {
                 Ok(()) => {}
-                Err(zmq::Error::EHOSTUNREACH) => return Err("engine not connected".into()),
-                Err(e) => return Err(e.to_string()),
+                Err(zmq::Error::EHOSTUNREACH) => return Err(HandshakeSendError::NotConnected),
+                Err(e) => return Err(HandshakeSendError::Zmq(e)),
             }
         }
         Ok(())

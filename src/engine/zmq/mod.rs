@@ -2,12 +2,13 @@
 //! ZMTP of `shardgate_wire`.
 //!
 //! Layout: `handshake_socket` drives the libzmq handshake socket through `ZMQ_FD` readiness (no
-//! thread of ours ever blocks in libzmq); `startup` binds a worker's sockets and runs
+//! thread of ours ever blocks in libzmq); `bringup` binds a worker's sockets and runs
 //! HELLO/INIT/registration/READY with each of its engines;
-//! `connection` is one shard's link to one worker; `hub` relays the shards' traffic through the
-//! owner shard for an engine that serves one socket pair.
+//! `connection` is one shard's link to one worker (`loss` says why one closed); `hub` relays the
+//! shards' traffic through the owner shard for an engine that serves one socket pair.
 
+pub mod bringup;
 pub mod connection;
 pub mod handshake_socket;
 pub mod hub;
-pub mod startup;
+pub mod loss;

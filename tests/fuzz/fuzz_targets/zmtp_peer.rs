@@ -22,10 +22,10 @@ use std::os::unix::net::UnixStream;
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use shardgate_wire::zmtp::peer::{Incoming, Peer};
-use shardgate_wire::zmtp::{codec, Frames, Kind};
+use shardgate_wire::zmtp::{codec, Frames, Kind, ProtocolError};
 
 /// What a stream amounted to: its messages, then the fault that ended it, if any.
-type Outcome = (Vec<Vec<Vec<u8>>>, Option<String>);
+type Outcome = (Vec<Vec<Vec<u8>>>, Option<ProtocolError>);
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else { return };

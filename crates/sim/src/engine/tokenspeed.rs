@@ -110,7 +110,7 @@ impl Sim {
                 Ok(add) => {
                     self.requests_seen += 1;
                     self.note(self.add_record(&add));
-                    if self.fire_faults() {
+                    if self.fire_faults(&add.rid) {
                         return Ok(());
                     }
                     self.add_tokenspeed(add)
@@ -274,6 +274,7 @@ impl Sim {
                 r.sent_first = true;
             }
         }
+        self.fire_token_faults();
         for i in (0..self.running.len()).rev() {
             if self.running[i].finish.is_some() {
                 let r = self.running.remove(i);

@@ -14,6 +14,8 @@ mod strftime;
 use minijinja::value::{Kwargs, Value};
 use minijinja::{Environment, Error, ErrorKind, State};
 
+use crate::error::TemplateError;
+
 pub use pyjson::{dumps as py_json_dumps, Options as PyJsonOptions};
 
 const TEMPLATE_NAME: &str = "chat";
@@ -36,11 +38,11 @@ pub struct RenderInput<'a> {
 }
 
 impl ChatTemplate {
-    pub fn compile(source: &str) -> Result<Self, String> {
+    pub fn compile(source: &str) -> Result<Self, TemplateError> {
         let mut env = Environment::new();
         let mut syntax = minijinja::syntax::SyntaxConfig::builder();
         syntax.trim_blocks(true).lstrip_blocks(true);
-        env.set_syntax(syntax.build().map_err(|e| format!("chat template syntax config: {e}"))?);
+        env.set_syntax(syntax.build().map_err(|e| TemplateError::Syntax(e.to_string()))?);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         minijinja_contrib::add_to_environment(&mut env);
         env.set_formatter(python_formatter);
@@ -48,14 +50,14 @@ impl ChatTemplate {
         env.add_function("strftime_now", strftime_now);
         env.add_filter("tojson", tojson);
         env.add_template_owned(TEMPLATE_NAME, strip_generation_tags(source))
-            .map_err(|e| format!("chat template does not compile: {e}"))?;
+            .map_err(|e| TemplateError::Compile(e.to_string()))?;
         Ok(ChatTemplate { env })
     }
 
     /// Renders the prompt text. Errors are the template's own (`raise_exception` messages) or
     /// minijinja's, meant for a 400.
-    pub fn render(&self, input: &RenderInput<'_>) -> Result<String, String> {
-        let template = self.env.get_template(TEMPLATE_NAME).map_err(|e| e.to_string())?;
+    pub fn render(&self, input: &RenderInput<'_>) -> Result<String, TemplateError> {
+        let template = self.env.get_template(TEMPLATE_NAME).map_err(|e| TemplateError::Lookup(e.to_string()))?;
         let mut ctx: Vec<(String, Value)> = Vec::with_capacity(5 + input.extra.len());
         ctx.push(("messages".into(), Value::from(minijinja::value::Serde(input.messages))));
         ctx.push((
@@ -79,17 +81,19 @@ impl ChatTemplate {
     }
 }
 
-fn render_error_text(e: Error) -> String {
+fn render_error_text(e: Error) -> TemplateError {
     match e.kind() {
         // raise_exception messages are the template author's words: pass them through.
-        ErrorKind::InvalidOperation => e.detail().map(str::to_string).unwrap_or_else(|| e.to_string()),
-        _ => format!("chat template error: {e}"),
+        ErrorKind::InvalidOperation => {
+            TemplateError::Raised(e.detail().map(str::to_string).unwrap_or_else(|| e.to_string()))
+        }
+        _ => TemplateError::Render(e.to_string()),
     }
 }
 
 /// transformers' `continue_final_message`: cut the rendered text right after the final
 /// message's content so the model continues it.
-fn trim_to_final_message(rendered: String, messages: &serde_json::Value) -> Result<String, String> {
+fn trim_to_final_message(rendered: String, messages: &serde_json::Value) -> Result<String, TemplateError> {
     let last = messages.as_array().and_then(|m| m.last()).and_then(|m| m.get("content"));
     let final_message = match last {
         Some(serde_json::Value::String(s)) => s.as_str(),
@@ -97,16 +101,12 @@ fn trim_to_final_message(rendered: String, messages: &serde_json::Value) -> Resu
             .iter()
             .rev()
             .find_map(|p| p.get("text").and_then(serde_json::Value::as_str))
-            .ok_or("continue_final_message is set but the final message has no text content")?,
-        _ => return Err("continue_final_message is set but the final message has no content".into()),
+            .ok_or(TemplateError::FinalMessageWithoutText)?,
+        _ => return Err(TemplateError::FinalMessageWithoutContent),
     };
     let stripped = final_message.trim();
     let Some(loc) = rendered.rfind(stripped) else {
-        return Err("continue_final_message is set but the final message does not appear in the chat \
-                    after applying the chat template! This can happen if the chat template deletes \
-                    portions of the final message. Please verify the chat template and final message \
-                    in your chat to ensure they are compatible."
-            .into());
+        return Err(TemplateError::FinalMessageNotRendered);
     };
     let lstripped = final_message.trim_start();
     let end = if rendered[loc..].starts_with(lstripped) { loc + lstripped.len() } else { loc + stripped.len() };

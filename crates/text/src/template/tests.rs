@@ -1,7 +1,7 @@
 use super::*;
 use serde_json::json;
 
-fn render(template: &str, messages: serde_json::Value) -> Result<String, String> {
+fn render(template: &str, messages: serde_json::Value) -> Result<String, TemplateError> {
     render_with(template, messages, None, &[])
 }
 
@@ -10,7 +10,7 @@ fn render_with(
     messages: serde_json::Value,
     tools: Option<serde_json::Value>,
     extra: &[(String, serde_json::Value)],
-) -> Result<String, String> {
+) -> Result<String, TemplateError> {
     let t = ChatTemplate::compile(template)?;
     t.render(&RenderInput {
         messages: &messages,
@@ -49,7 +49,8 @@ fn trim_and_lstrip_blocks_like_transformers() {
 #[test]
 fn raise_exception_message_reaches_the_client() {
     let e = render("{{ raise_exception('System role not supported') }}", json!([])).unwrap_err();
-    assert_eq!(e, "System role not supported");
+    assert_eq!(e, TemplateError::Raised("System role not supported".into()));
+    assert_eq!(e.to_string(), "System role not supported");
 }
 
 #[test]

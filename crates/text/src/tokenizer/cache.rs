@@ -21,6 +21,7 @@ use aho_corasick::{AhoCorasick, MatchKind};
 
 use super::lru::ByteLru;
 use super::Tokenizer;
+use crate::error::TokenizerError;
 
 /// Bytes of bookkeeping charged per entry on top of its ids.
 const ENTRY_OVERHEAD_BYTES: usize = 96;
@@ -107,7 +108,12 @@ impl TokenizerCache {
     }
 
     /// Encodes `text`, from cache where possible. Always equal to `tokenizer.encode`.
-    pub fn encode(&mut self, tokenizer: &Tokenizer, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, String> {
+    pub fn encode(
+        &mut self,
+        tokenizer: &Tokenizer,
+        text: &str,
+        add_special_tokens: bool,
+    ) -> Result<Vec<u32>, TokenizerError> {
         let key = self.key(text.as_bytes(), add_special_tokens);
         if self.config.l0_enabled {
             if let Some(ids) = self.l0.get(&key) {
@@ -137,7 +143,7 @@ impl TokenizerCache {
 
     /// L1: the longest cached boundary prefix plus the encoded suffix; records this prompt's
     /// boundaries for later prompts.
-    fn encode_with_prefixes(&mut self, tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>, String> {
+    fn encode_with_prefixes(&mut self, tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>, TokenizerError> {
         let Some(b) = &self.boundaries else { return tokenizer.encode(text, false) };
         // (end of the special token in the text, its id), in text order.
         let found: Vec<(usize, u32)> =
@@ -210,7 +216,7 @@ fn encode_suffix(
     end: usize,
     special: u32,
     prefix: &[u32],
-) -> Result<Option<Vec<u32>>, String> {
+) -> Result<Option<Vec<u32>>, TokenizerError> {
     let Some(special_text) = tokenizer.added_token(special) else { return Ok(None) };
     let mut tail = String::with_capacity(special_text.len() + text.len() - end);
     tail.push_str(special_text);

@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::error::TokenizerError;
+
 /// A loaded tokenizer. Shared read-only by all shards (`tokenizers::Tokenizer` is `Sync`).
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
@@ -29,14 +31,14 @@ pub struct Tokenizer {
 }
 
 impl Tokenizer {
-    pub fn from_file(path: &Path) -> Result<Self, String> {
+    pub fn from_file(path: &Path) -> Result<Self, TokenizerError> {
         let inner = tokenizers::Tokenizer::from_file(path)
-            .map_err(|e| format!("cannot load tokenizer {}: {e}", path.display()))?;
+            .map_err(|e| TokenizerError::LoadFile { path: path.to_path_buf(), reason: e.to_string() })?;
         Ok(Self::from_inner(inner))
     }
 
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
-        let inner = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| format!("cannot load tokenizer: {e}"))?;
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, TokenizerError> {
+        let inner = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| TokenizerError::Load(e.to_string()))?;
         Ok(Self::from_inner(inner))
     }
 
@@ -138,14 +140,14 @@ impl Tokenizer {
 
     /// Encodes text. `add_special_tokens` adds BOS/EOS per the tokenizer's post-processor (true
     /// for completions prompts, false for rendered chat templates, as vLLM does).
-    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, String> {
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, TokenizerError> {
         if let Some(fast) = self.fast.as_ref().filter(|f| f.serves(add_special_tokens)) {
             return fast.encode(&self.inner, text);
         }
         self.inner
             .encode_fast(text, add_special_tokens)
             .map(|e| e.get_ids().to_vec())
-            .map_err(|e| format!("tokenization failed: {e}"))
+            .map_err(|e| TokenizerError::Encode(e.to_string()))
     }
 
     /// Whether `encode` takes the fast byte-level BPE path (for this flag).
@@ -158,11 +160,11 @@ impl Tokenizer {
         self.fast_decode.is_some()
     }
 
-    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, String> {
+    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, TokenizerError> {
         if let Some(fast) = &self.fast_decode {
             return Ok(fast.decode(ids, skip_special_tokens));
         }
-        self.inner.decode(ids, skip_special_tokens).map_err(|e| format!("detokenization failed: {e}"))
+        self.inner.decode(ids, skip_special_tokens).map_err(|e| TokenizerError::Decode(e.to_string()))
     }
 
     pub fn token_to_id(&self, token: &str) -> Option<u32> {

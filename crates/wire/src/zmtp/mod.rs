@@ -8,6 +8,7 @@ pub mod frames;
 pub mod peer;
 pub mod socket;
 
+pub use codec::ProtocolError;
 pub use frames::Frames;
 pub use peer::Kind;
 pub use socket::{Attached, DriveEnd, SendError, Socket};

@@ -8,7 +8,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use super::codec::{self, FrameHeader, GREETING_LEN};
+use super::codec::{self, FrameHeader, ProtocolError, GREETING_LEN};
 use super::frames::Frames;
 use crate::limits;
 
@@ -129,7 +129,7 @@ impl Peer {
 
     /// Takes the next whole message (or handshake step) off the read buffer into `frames`
     /// (replacing what it held); a ROUTER's message starts with the peer's identity.
-    pub fn next_message(&mut self, kind: Kind, frames: &mut Frames) -> Result<Incoming, String> {
+    pub fn next_message(&mut self, kind: Kind, frames: &mut Frames) -> Result<Incoming, ProtocolError> {
         loop {
             let buf = &self.rbuf[self.rstart..];
             match self.phase {
@@ -145,22 +145,21 @@ impl Peer {
                     let Some(h) = self.whole_frame()? else { return Ok(Incoming::Pending) };
                     let body = self.body(&h);
                     if !h.command {
-                        return Err("a message frame before READY".into());
+                        return Err(ProtocolError::MessageBeforeReady);
                     }
                     let (name, data) = codec::split_command(body)?;
                     if name == b"ERROR" {
-                        return Err(format!("the peer refused us: {}", String::from_utf8_lossy(data)));
+                        return Err(ProtocolError::Refused(String::from_utf8_lossy(data).into_owned()));
                     }
                     if name != b"READY" {
-                        return Err(format!("expected READY, got command {:?}", String::from_utf8_lossy(name)));
+                        return Err(ProtocolError::ExpectedReady(String::from_utf8_lossy(name).into_owned()));
                     }
                     let ready = codec::decode_ready(data)?;
                     if !kind.accepts(&ready.socket_type) {
-                        return Err(format!(
-                            "a {} peer cannot talk to a {} socket",
-                            String::from_utf8_lossy(&ready.socket_type),
-                            kind.name()
-                        ));
+                        return Err(ProtocolError::IncompatibleSocket {
+                            theirs: String::from_utf8_lossy(&ready.socket_type).into_owned(),
+                            ours: kind.name(),
+                        });
                     }
                     self.identity = ready.identity;
                     self.rstart += h.total_len();
@@ -178,14 +177,14 @@ impl Peer {
     }
 
     /// The next frame if it is all in the buffer.
-    fn whole_frame(&self) -> Result<Option<FrameHeader>, String> {
+    fn whole_frame(&self) -> Result<Option<FrameHeader>, ProtocolError> {
         let buf = &self.rbuf[self.rstart..];
         Ok(codec::parse_header(buf, limits::zmq_message_bytes_max)?.filter(|h| buf.len() >= h.total_len()))
     }
 
     /// Open phase: answers PING, skips other commands, and takes a message once its last
     /// frame is in (frames of a message arrive back to back, so a scan from `rstart` finds it).
-    fn next_open_message(&mut self, kind: Kind, frames: &mut Frames) -> Result<Incoming, String> {
+    fn next_open_message(&mut self, kind: Kind, frames: &mut Frames) -> Result<Incoming, ProtocolError> {
         loop {
             let Some(first) = self.whole_frame()? else { return Ok(Incoming::Pending) };
             if first.command {
@@ -195,7 +194,7 @@ impl Peer {
                     let context = data.get(2..).unwrap_or(&[]).to_vec();
                     codec::encode_command(b"PONG", &context, &mut self.wbuf);
                 } else if name == b"ERROR" {
-                    return Err(format!("the peer sent ERROR: {}", String::from_utf8_lossy(data)));
+                    return Err(ProtocolError::PeerError(String::from_utf8_lossy(data).into_owned()));
                 }
                 self.rstart += first.total_len();
                 continue;
@@ -208,14 +207,14 @@ impl Peer {
                     return Ok(Incoming::Pending);
                 };
                 if h.command {
-                    return Err("a command frame inside a multipart message".into());
+                    return Err(ProtocolError::CommandInMessage);
                 }
                 if self.rbuf.len() - at < h.total_len() {
                     return Ok(Incoming::Pending);
                 }
                 total += h.body_len;
                 if total > limits::zmq_message_bytes_max {
-                    return Err(format!("a message over the limit of {} bytes", limits::zmq_message_bytes_max));
+                    return Err(ProtocolError::MessageTooLarge(limits::zmq_message_bytes_max));
                 }
                 at += h.total_len();
                 if !h.more {
@@ -227,8 +226,8 @@ impl Peer {
                 frames.push(&self.identity);
             }
             while self.rstart < at {
-                let h = codec::parse_header(&self.rbuf[self.rstart..], usize::MAX)?
-                    .ok_or("a frame vanished from the buffer")?;
+                let h =
+                    codec::parse_header(&self.rbuf[self.rstart..], usize::MAX)?.ok_or(ProtocolError::FrameVanished)?;
                 frames.push(self.body(&h));
                 self.rstart += h.total_len();
             }

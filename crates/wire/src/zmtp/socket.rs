@@ -23,7 +23,7 @@ use super::peer::{Incoming, Kind, Peer};
 use crate::limits;
 
 /// Why a non-blocking send did not go out.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendError {
     /// The queue towards the peer is full (back-pressure); try again later.
     Full,
@@ -235,7 +235,7 @@ impl Socket {
                         break;
                     }
                     Err(e) => {
-                        self.close(i, Some(&e));
+                        self.close(i, Some(&e.to_string()));
                         break;
                     }
                 }

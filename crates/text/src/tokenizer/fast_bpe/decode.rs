@@ -14,6 +14,7 @@ use tokenizers::Tokenizer;
 use super::byte_chars::char_to_byte_table;
 use super::prefetch::prefetch;
 use super::shape::to_json;
+use super::Unsupported;
 
 pub struct ByteDecoder {
     /// The bytes of every id, back to back.
@@ -29,7 +30,7 @@ const END: u32 = SPECIAL - 1;
 
 impl ByteDecoder {
     /// The table for `hf`, or why its decode is not a plain byte-level one.
-    pub fn build(hf: &Tokenizer) -> Result<ByteDecoder, String> {
+    pub fn build(hf: &Tokenizer) -> Result<ByteDecoder, Unsupported> {
         let decoder = hf.get_decoder().ok_or("no decoder")?;
         if to_json(decoder)?.get("type").and_then(|t| t.as_str()) != Some("ByteLevel") {
             return Err("the decoder is not ByteLevel".into());

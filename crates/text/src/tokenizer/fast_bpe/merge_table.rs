@@ -9,6 +9,7 @@
 //! lookup) and prefetched when the lookup finds it.
 
 use super::prefetch::prefetch;
+use super::Unsupported;
 
 /// The rank of a pair that does not merge (every real rank is lower).
 pub(super) const NO_RANK: u32 = u32::MAX;
@@ -58,9 +59,9 @@ impl MergeTable {
     /// its final size, with no list of the merges on the side: a freed temporary of a few MiB
     /// stays resident in the allocator's pages.
     pub(super) fn new(
-        merges: impl ExactSizeIterator<Item = Result<(u32, u32, u32), String>>,
+        merges: impl ExactSizeIterator<Item = Result<(u32, u32, u32), Unsupported>>,
         id_max: u32,
-    ) -> Result<MergeTable, String> {
+    ) -> Result<MergeTable, Unsupported> {
         let count = merges.len();
         // One more than the largest id, so no key is all ones (`EMPTY`).
         let id_bits = 32 - id_max.checked_add(1).ok_or("token ids too large to pack")?.leading_zeros();
@@ -81,7 +82,7 @@ impl MergeTable {
         for (rank, merge) in merges.enumerate() {
             let (a, b, id) = merge?;
             if a.max(b).max(id) > id_max {
-                return Err(format!("merge {rank} names token ids beyond the vocabulary"));
+                return Err(format!("merge {rank} names token ids beyond the vocabulary").into());
             }
             let offset = *offset.get_or_insert(id);
             match &mut by_rank {
@@ -160,7 +161,7 @@ impl MergeTable {
 mod tests {
     use super::*;
 
-    fn build(merges: &[(u32, u32, u32)], id_max: u32) -> Result<MergeTable, String> {
+    fn build(merges: &[(u32, u32, u32)], id_max: u32) -> Result<MergeTable, Unsupported> {
         MergeTable::new(merges.iter().map(|&m| Ok(m)), id_max)
     }
 

@@ -22,12 +22,14 @@ mod split;
 mod window;
 
 use std::borrow::Cow;
+use std::fmt;
 use std::sync::Arc;
 
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
 use tokenizers::Model;
 
+use crate::error::TokenizerError;
 use byte_chars::{byte_to_char_table, char_to_byte_table};
 pub use decode::ByteDecoder;
 use index::TokenIndex;
@@ -36,6 +38,32 @@ use merge_table::MergeTable;
 use nfc::nfc;
 use shape::{added_passes, normalizer_is_nfc, split_regexes, to_json, BpeModel};
 use window::PieceWindow;
+
+/// Why the fast encoder (or its decode table) cannot serve a tokenizer: a stage it does not
+/// know the shape of. Never an error for the client: `tokenizers` serves it instead, and the
+/// reason is logged at debug level.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsupported(Cow<'static, str>);
+
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unsupported {}
+
+impl From<&'static str> for Unsupported {
+    fn from(why: &'static str) -> Self {
+        Unsupported(Cow::Borrowed(why))
+    }
+}
+
+impl From<String> for Unsupported {
+    fn from(why: String) -> Self {
+        Unsupported(Cow::Owned(why))
+    }
+}
 
 /// Pieces longer than this (in bytes) go to `tokenizers`' own BPE: its heap is O(n log n)
 /// where the linear scan here is O(n²).
@@ -76,7 +104,7 @@ impl FastBpe {
     /// The fast encoder for `hf`, or why it cannot serve it (then `tokenizers` does).
     /// `token_bytes` (the decode table) confirms whole-token lookups; without it there are
     /// none, which only `ignore_merges` models cannot do without.
-    pub fn build(hf: &tokenizers::Tokenizer, token_bytes: Option<Arc<ByteDecoder>>) -> Result<FastBpe, String> {
+    pub fn build(hf: &tokenizers::Tokenizer, token_bytes: Option<Arc<ByteDecoder>>) -> Result<FastBpe, Unsupported> {
         if hf.get_truncation().is_some() || hf.get_padding().is_some() {
             return Err("truncation or padding configured".into());
         }
@@ -105,7 +133,7 @@ impl FastBpe {
         let merges = model.merges.iter().map(|(a, b)| {
             match (model.vocab.get(a), model.vocab.get(b), model.vocab.get(format!("{a}{b}").as_str())) {
                 (Some(&a_id), Some(&b_id), Some(&id)) => Ok((a_id, b_id, id)),
-                _ => Err(format!("merge {a:?} {b:?} is not in the vocabulary")),
+                _ => Err(format!("merge {a:?} {b:?} is not in the vocabulary").into()),
             }
         });
         // Every id a piece's symbols can have: bytes and merges (added tokens are never merged).
@@ -138,7 +166,11 @@ impl FastBpe {
     /// its bytes encodes to. With `ignore_merges` that is all of them, and the index must hold
     /// them all; without, it is those BPE merges back into themselves (most; a token whose
     /// bytes merge otherwise, like "abc" with only `b c` and `a b`, is left to BPE).
-    fn whole_token_index(&self, model: &BpeModel, token_bytes: Arc<ByteDecoder>) -> Result<Option<TokenIndex>, String> {
+    fn whole_token_index(
+        &self,
+        model: &BpeModel,
+        token_bytes: Arc<ByteDecoder>,
+    ) -> Result<Option<TokenIndex>, Unsupported> {
         let to_char = byte_to_char_table();
         let from_char = char_to_byte_table();
         let mut ids = Vec::with_capacity(model.vocab.len());
@@ -164,7 +196,7 @@ impl FastBpe {
             let bytes = token_bytes.token(id).filter(|b| token.chars().eq(b.iter().map(|&b| to_char[usize::from(b)])));
             let Some(bytes) = bytes else {
                 if model.ignore_merges && token.chars().all(|c| from_char.contains_key(&c)) {
-                    return Err(format!("token {id} decodes to other bytes than its vocabulary entry"));
+                    return Err(format!("token {id} decodes to other bytes than its vocabulary entry").into());
                 }
                 // Not made of byte stand-ins: no piece can be this token.
                 continue;
@@ -207,7 +239,7 @@ impl FastBpe {
         !add_special_tokens || self.post_adds_nothing
     }
 
-    pub fn encode(&self, hf: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>, String> {
+    pub fn encode(&self, hf: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>, TokenizerError> {
         let mut out = Vec::with_capacity(text.len() / 3 + 8);
         // The window's buffers are the thread's, kept between encodes (a few KiB).
         let window = WINDOW.with(|b| std::mem::take(&mut *b.borrow_mut()));
@@ -281,11 +313,11 @@ impl FastBpe {
 
     /// A piece too long for the window's quadratic scan: `tokenizers`' own BPE, after the
     /// window's pieces (which come before it).
-    fn bpe_long(&self, cx: &mut Cx, piece: &[u8]) -> Result<(), String> {
+    fn bpe_long(&self, cx: &mut Cx, piece: &[u8]) -> Result<(), TokenizerError> {
         cx.window.finish(&self.merges, cx.out);
         let to_char = byte_to_char_table();
         let chars: String = piece.iter().map(|&b| to_char[b as usize]).collect();
-        let tokens = cx.hf.get_model().tokenize(&chars).map_err(|e| format!("tokenization failed: {e}"))?;
+        let tokens = cx.hf.get_model().tokenize(&chars).map_err(|e| TokenizerError::Encode(e.to_string()))?;
         cx.out.extend(tokens.iter().map(|t| t.id));
         Ok(())
     }
@@ -300,7 +332,7 @@ struct Cx<'a> {
     hf: &'a tokenizers::Tokenizer,
     window: PieceWindow,
     out: &'a mut Vec<u32>,
-    result: Result<(), String>,
+    result: Result<(), TokenizerError>,
 }
 
 enum Segment<'a> {

@@ -8,6 +8,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokenizers::{NormalizedString, Normalizer};
 
+use super::Unsupported;
+
 use super::AddedPass;
 
 #[derive(Deserialize)]
@@ -27,7 +29,7 @@ pub(super) struct BpeModel {
     pub(super) merges: Vec<(String, String)>,
 }
 
-pub(super) fn normalize(hf: &tokenizers::Tokenizer, text: &str) -> Result<String, String> {
+pub(super) fn normalize(hf: &tokenizers::Tokenizer, text: &str) -> Result<String, Unsupported> {
     let mut n = NormalizedString::from(text);
     if let Some(normalizer) = hf.get_normalizer() {
         normalizer.normalize(&mut n).map_err(|e| format!("normalization failed: {e}"))?;
@@ -35,12 +37,12 @@ pub(super) fn normalize(hf: &tokenizers::Tokenizer, text: &str) -> Result<String
     Ok(n.get().to_string())
 }
 
-pub(super) fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, String> {
-    serde_json::to_value(v).map_err(|e| e.to_string())
+pub(super) fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, Unsupported> {
+    serde_json::to_value(v).map_err(|e| e.to_string().into())
 }
 
 /// NFC, or no normalizer at all (also an empty sequence); anything else is not served here.
-pub(super) fn normalizer_is_nfc(hf: &tokenizers::Tokenizer) -> Result<bool, String> {
+pub(super) fn normalizer_is_nfc(hf: &tokenizers::Tokenizer) -> Result<bool, Unsupported> {
     let Some(n) = hf.get_normalizer() else { return Ok(false) };
     let v = to_json(n)?;
     let kind = |v: &Value| v.get("type").and_then(Value::as_str).map(str::to_string);
@@ -54,12 +56,12 @@ pub(super) fn normalizer_is_nfc(hf: &tokenizers::Tokenizer) -> Result<bool, Stri
                 _ => Err("normalizer sequence".into()),
             }
         }
-        other => Err(format!("normalizer {other:?}")),
+        other => Err(format!("normalizer {other:?}").into()),
     }
 }
 
 /// `Split` regexes (isolated, not inverted) followed by a plain `ByteLevel`.
-pub(super) fn split_regexes(hf: &tokenizers::Tokenizer) -> Result<Vec<super::split::Splitter>, String> {
+pub(super) fn split_regexes(hf: &tokenizers::Tokenizer) -> Result<Vec<super::split::Splitter>, Unsupported> {
     let pre = to_json(hf.get_pre_tokenizer().ok_or("no pre-tokenizer")?)?;
     let steps = match pre.get("type").and_then(Value::as_str) {
         Some("Sequence") => pre.get("pretokenizers").and_then(Value::as_array).cloned().unwrap_or_default(),
@@ -90,14 +92,14 @@ pub(super) fn split_regexes(hf: &tokenizers::Tokenizer) -> Result<Vec<super::spl
 pub(super) fn added_passes(
     hf: &tokenizers::Tokenizer,
     nfc: bool,
-) -> Result<(Option<AddedPass>, Option<AddedPass>), String> {
+) -> Result<(Option<AddedPass>, Option<AddedPass>), Unsupported> {
     let mut raw = (Vec::new(), Vec::new());
     let mut normalized = (Vec::new(), Vec::new());
     let mut added: Vec<_> = hf.get_added_tokens_decoder().into_iter().collect();
     added.sort_unstable_by_key(|(id, _)| *id);
     for (id, t) in added {
         if t.lstrip || t.rstrip || t.single_word {
-            return Err(format!("added token {:?} strips or is single-word", t.content));
+            return Err(format!("added token {:?} strips or is single-word", t.content).into());
         }
         if t.content.is_empty() {
             continue;
@@ -111,7 +113,7 @@ pub(super) fn added_passes(
             raw.1.push(id);
         }
     }
-    let build = |(patterns, ids): (Vec<String>, Vec<u32>)| -> Result<Option<AddedPass>, String> {
+    let build = |(patterns, ids): (Vec<String>, Vec<u32>)| -> Result<Option<AddedPass>, Unsupported> {
         if patterns.is_empty() {
             return Ok(None);
         }

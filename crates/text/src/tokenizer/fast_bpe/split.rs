@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use tokenizers::utils::SysRegex;
 
+use super::Unsupported;
+
 const QWEN: &str =
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const LLAMA3: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
@@ -25,11 +27,11 @@ pub(super) enum Splitter {
 }
 
 impl Splitter {
-    pub(super) fn new(pattern: &str) -> Result<Splitter, String> {
+    pub(super) fn new(pattern: &str) -> Result<Splitter, Unsupported> {
         let digits_max = match pattern {
             QWEN => 1,
             LLAMA3 => 3,
-            _ => return SysRegex::new(pattern).map(Splitter::Onig).map_err(|e| format!("split regex: {e}")),
+            _ => return SysRegex::new(pattern).map(Splitter::Onig).map_err(|e| format!("split regex: {e}").into()),
         };
         Gpt4::new(digits_max).map(Splitter::Gpt4)
     }
@@ -67,7 +69,7 @@ pub(super) struct Gpt4 {
 }
 
 impl Gpt4 {
-    fn new(digits_max: usize) -> Result<Gpt4, String> {
+    fn new(digits_max: usize) -> Result<Gpt4, Unsupported> {
         let re = |p: &str| SysRegex::new(p).map_err(|e| format!("split regex: {e}"));
         let zeroed = vec![0u8; char::MAX as usize + 1].into_boxed_slice();
         // SAFETY: AtomicU8 has the size, alignment and bit validity of u8, so a boxed slice of

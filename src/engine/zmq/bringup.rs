@@ -10,17 +10,133 @@
 //! Each wait is bounded by the handshake timeout, restarted whenever an expected message
 //! arrives, so a slow engine load (minutes) is fine and a missing engine is reported by name.
 
+use std::fmt;
+use std::io;
 use std::time::{Duration, Instant};
 
 use futures_util::future::select_all;
 
-use super::handshake_socket::AsyncSocket;
+use super::handshake_socket::{AsyncSocket, HandshakeSendError};
 use crate::config::{Backend, WorkerConfig};
 use crate::limits;
-use shardgate_wire::sockdir;
+use shardgate_wire::msgpack::DecodeError;
+use shardgate_wire::sockdir::{self, SockdirError};
 use shardgate_wire::vllm::handshake::{decode_status, EngineRegistration};
 use shardgate_wire::zmtp::{self, Frames, Kind};
 use shardgate_wire::{tokenspeed, vllm};
+
+/// Why connecting a worker failed: its sockets could not be bound, or an engine broke (or
+/// never finished) the handshake. The worker stays registered and the next health probe tries
+/// again. Texts are the ones the supervisor has always logged.
+#[derive(Debug)]
+pub enum HandshakeError {
+    /// The socket files (checked again at bind time).
+    Sockets(SockdirError),
+    CreateSocket(zmq::Error),
+    /// Setting up the handshake socket (libzmq's text).
+    Setup(zmq::Error),
+    BindHandshake {
+        address: String,
+        source: zmq::Error,
+    },
+    BindIpc {
+        path: String,
+        source: io::Error,
+    },
+    /// Watching a socket from the control shard's runtime.
+    Attach(io::Error),
+    /// Receiving on the handshake socket (libzmq's text).
+    Receive(zmq::Error),
+    /// Receiving on a client input socket.
+    ReceiveInput(io::Error),
+    TimedOut {
+        waiting_for: String,
+        secs: u64,
+    },
+    BadIdentity(Vec<u8>),
+    BeforeHello {
+        rank: u16,
+    },
+    /// More engines dialed in than the worker expects.
+    TooManyEngines {
+        rank: u16,
+        expected: usize,
+    },
+    DuplicateHello {
+        rank: u16,
+    },
+    /// A handshake (`what`: handshake or registration) message with the wrong frame count.
+    Frames {
+        what: &'static str,
+        count: usize,
+    },
+    UndecodableStatus(DecodeError),
+    UndecodableRegistration(DecodeError),
+    SendInit {
+        rank: u16,
+        source: HandshakeSendError,
+    },
+    UnexpectedStatus(String),
+    /// Another registered worker's socket files are this one's (a symlinked directory made
+    /// after both were registered).
+    SharedFiles {
+        other: String,
+    },
+    /// The handshake completed with no engine (never with a valid group).
+    NoEngines,
+}
+
+impl fmt::Display for HandshakeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HandshakeError::Sockets(e) => e.fmt(f),
+            HandshakeError::CreateSocket(e) => write!(f, "cannot create handshake socket: {e}"),
+            HandshakeError::Setup(e) | HandshakeError::Receive(e) => e.fmt(f),
+            HandshakeError::BindHandshake { address, source } => {
+                write!(f, "cannot bind handshake address {address}: {source} (another process may hold the port)")
+            }
+            HandshakeError::BindIpc { path, source } => write!(f, "cannot bind ipc://{path}: {source}"),
+            HandshakeError::Attach(e) | HandshakeError::ReceiveInput(e) => e.fmt(f),
+            HandshakeError::TimedOut { waiting_for, secs } => {
+                write!(f, "startup handshake timed out while waiting for {waiting_for} after {secs}s")
+            }
+            HandshakeError::BadIdentity(identity) => {
+                write!(f, "engine identity {identity:02x?} is not a 2-byte engine index")
+            }
+            HandshakeError::BeforeHello { rank } => write!(f, "message from engine rank {rank} before its HELLO"),
+            HandshakeError::TooManyEngines { rank, expected } => write!(
+                f,
+                "duplicate HELLO from engine rank {rank} after INIT phase: the worker expects {expected} engine(s); \
+                 check --zmq-engine-count (or dp_size) against the engine's --data-parallel-size"
+            ),
+            HandshakeError::DuplicateHello { rank } => write!(f, "duplicate HELLO from engine rank {rank}"),
+            HandshakeError::Frames { what, count } => write!(f, "{what} message with {count} frames"),
+            HandshakeError::UndecodableStatus(e) => write!(f, "undecodable handshake message: {e}"),
+            HandshakeError::UndecodableRegistration(e) => write!(f, "undecodable engine registration: {e}"),
+            HandshakeError::SendInit { rank, source } => write!(f, "cannot send INIT to engine rank {rank}: {source}"),
+            HandshakeError::UnexpectedStatus(status) => write!(f, "unexpected handshake status {status:?}"),
+            HandshakeError::SharedFiles { other } => {
+                write!(f, "its socket files are also worker {other}'s (a symlinked directory)")
+            }
+            HandshakeError::NoEngines => f.write_str("the handshake registered no engine"),
+        }
+    }
+}
+
+impl std::error::Error for HandshakeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HandshakeError::Sockets(e) => Some(e),
+            HandshakeError::CreateSocket(e) | HandshakeError::Setup(e) | HandshakeError::Receive(e) => Some(e),
+            HandshakeError::BindHandshake { source, .. } => Some(source),
+            HandshakeError::BindIpc { source, .. } => Some(source),
+            HandshakeError::Attach(e) | HandshakeError::ReceiveInput(e) => Some(e),
+            HandshakeError::UndecodableStatus(e) | HandshakeError::UndecodableRegistration(e) => Some(e),
+            HandshakeError::SendInit { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
 
 /// One engine of a connected group.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,13 +180,14 @@ pub async fn connect(
     shards: usize,
     socket_root: Option<&std::path::Path>,
     timeout: Duration,
-) -> Result<Connected, String> {
-    let files = sockdir::prepare(&worker.path, worker.backend.socket_pairs(shards), socket_root)?;
-    let handshake = zmq_ctx.socket(zmq::ROUTER).map_err(|e| format!("cannot create handshake socket: {e}"))?;
-    handshake.set_linger(0).map_err(|e| e.to_string())?;
-    handshake.bind(handshake_address).map_err(|e| {
-        format!("cannot bind handshake address {handshake_address}: {e} (another process may hold the port)")
-    })?;
+) -> Result<Connected, HandshakeError> {
+    let files = sockdir::prepare(&worker.path, worker.backend.socket_pairs(shards), socket_root)
+        .map_err(HandshakeError::Sockets)?;
+    let handshake = zmq_ctx.socket(zmq::ROUTER).map_err(HandshakeError::CreateSocket)?;
+    handshake.set_linger(0).map_err(HandshakeError::Setup)?;
+    handshake
+        .bind(handshake_address)
+        .map_err(|source| HandshakeError::BindHandshake { address: handshake_address.to_string(), source })?;
     tracing::info!(
         "Binding ZMQ client for worker {} (handshake={handshake_address}, engines={})",
         worker.url,
@@ -79,9 +196,10 @@ pub async fn connect(
     let mut inputs = Vec::with_capacity(files.len());
     let mut outputs = Vec::with_capacity(files.len());
     for (input_path, output_path) in &files {
-        let bind =
-            |kind, path: &str| zmtp::Socket::bind(kind, path).map_err(|e| format!("cannot bind ipc://{path}: {e}"));
-        let input = zmtp::Attached::attach(bind(Kind::Router, input_path)?).map_err(|e| e.to_string())?;
+        let bind = |kind, path: &str| {
+            zmtp::Socket::bind(kind, path).map_err(|source| HandshakeError::BindIpc { path: path.to_string(), source })
+        };
+        let input = zmtp::Attached::attach(bind(Kind::Router, input_path)?).map_err(HandshakeError::Attach)?;
         inputs.push(input);
         outputs.push(bind(Kind::Pull, output_path)?);
     }
@@ -90,7 +208,7 @@ pub async fn connect(
     let mut init = Vec::with_capacity(256);
     vllm::handshake::encode_init(&input_addrs, &output_addrs, &mut init);
 
-    let handshake = AsyncSocket::attach(handshake).map_err(|e| e.to_string())?;
+    let handshake = AsyncSocket::attach(handshake).map_err(HandshakeError::Attach)?;
     let wire = Wire { backend: worker.backend, engine_count: worker.engine_count, init: &init };
     let engines = exchange(&handshake, &inputs, &wire, timeout).await?;
     let pairs = inputs.into_iter().map(zmtp::Attached::detach).zip(outputs).collect();
@@ -105,8 +223,8 @@ struct Wire<'a> {
 }
 
 impl Wire<'_> {
-    fn decode_registration(&self, payload: &[u8]) -> Result<EngineRegistration, String> {
-        let undecodable = |e| format!("undecodable engine registration: {e}");
+    fn decode_registration(&self, payload: &[u8]) -> Result<EngineRegistration, HandshakeError> {
+        let undecodable = HandshakeError::UndecodableRegistration;
         match self.backend {
             Backend::Vllm => vllm::handshake::decode_registration(payload).map_err(undecodable),
             Backend::Tokenspeed => {
@@ -125,7 +243,7 @@ async fn exchange(
     inputs: &[zmtp::Attached],
     wire: &Wire<'_>,
     timeout: Duration,
-) -> Result<Vec<Engine>, String> {
+) -> Result<Vec<Engine>, HandshakeError> {
     // Every worker has a socket pair per shard, or one for all; `select_all` needs one.
     assert!(!inputs.is_empty(), "a handshake with no input socket");
     let mut progress: Vec<EngineProgress> = Vec::with_capacity(wire.engine_count);
@@ -138,12 +256,12 @@ async fn exchange(
             return Ok(finish(progress));
         }
         let mut advanced = false;
-        while handshake.try_recv_multipart(&mut frames).map_err(|e| e.to_string())? {
+        while handshake.try_recv_multipart(&mut frames).map_err(HandshakeError::Receive)? {
             on_handshake_message(handshake, &frames, wire, inputs.len(), &mut progress)?;
             advanced = true;
         }
         for (k, input) in inputs.iter().enumerate() {
-            while input.try_recv_multipart(&mut input_frames).map_err(|e| e.to_string())? {
+            while input.try_recv_multipart(&mut input_frames).map_err(HandshakeError::ReceiveInput)? {
                 on_registration(k, &input_frames, wire, &mut progress)?;
                 advanced = true;
             }
@@ -154,11 +272,10 @@ async fn exchange(
         }
         let now = Instant::now();
         if now >= deadline {
-            return Err(format!(
-                "startup handshake timed out while waiting for {} after {}s",
-                waiting_for(&progress, wire.engine_count),
-                timeout.as_secs()
-            ));
+            return Err(HandshakeError::TimedOut {
+                waiting_for: waiting_for(&progress, wire.engine_count),
+                secs: timeout.as_secs(),
+            });
         }
         let inputs_ready = select_all(inputs.iter().map(|s| Box::pin(s.readable())));
         let any = async {
@@ -189,11 +306,11 @@ async fn settle(
     wire: &Wire<'_>,
     inputs: usize,
     progress: &mut Vec<EngineProgress>,
-) -> Result<(), String> {
+) -> Result<(), HandshakeError> {
     let until = Instant::now() + Duration::from_millis(limits::handshake_settle_ms);
     let mut frames: Vec<zmq::Message> = Vec::new();
     loop {
-        while handshake.try_recv_multipart(&mut frames).map_err(|e| e.to_string())? {
+        while handshake.try_recv_multipart(&mut frames).map_err(HandshakeError::Receive)? {
             on_handshake_message(handshake, &frames, wire, inputs, progress)?;
         }
         let now = Instant::now();
@@ -204,10 +321,10 @@ async fn settle(
     }
 }
 
-fn identity_value(identity: &[u8]) -> Result<u16, String> {
+fn identity_value(identity: &[u8]) -> Result<u16, HandshakeError> {
     match identity {
         [lo, hi] => Ok(u16::from_le_bytes([*lo, *hi])),
-        _ => Err(format!("engine identity {identity:02x?} is not a 2-byte engine index")),
+        _ => Err(HandshakeError::BadIdentity(identity.to_vec())),
     }
 }
 
@@ -219,22 +336,18 @@ fn entry(
     wire: &Wire<'_>,
     inputs: usize,
     progress: &mut Vec<EngineProgress>,
-) -> Result<usize, String> {
+) -> Result<usize, HandshakeError> {
     let value = identity_value(identity)?;
     if let Some(i) = progress.iter().position(|p| p.identity == identity) {
         return Ok(i);
     }
     if !hello {
-        return Err(format!("message from engine rank {value} before its HELLO"));
+        return Err(HandshakeError::BeforeHello { rank: value });
     }
     if progress.len() >= wire.engine_count {
         // More engines dialed in than the worker waits for: the same failure whichever
         // engine's HELLO arrives last.
-        return Err(format!(
-            "duplicate HELLO from engine rank {value} after INIT phase: the worker expects {} engine(s); \
-             check --zmq-engine-count (or dp_size) against the engine's --data-parallel-size",
-            wire.engine_count
-        ));
+        return Err(HandshakeError::TooManyEngines { rank: value, expected: wire.engine_count });
     }
     progress.push(EngineProgress {
         identity: identity.to_vec(),
@@ -250,24 +363,24 @@ fn on_handshake_message(
     wire: &Wire<'_>,
     inputs: usize,
     progress: &mut Vec<EngineProgress>,
-) -> Result<(), String> {
+) -> Result<(), HandshakeError> {
     let [identity, payload] = frames else {
-        return Err(format!("handshake message with {} frames", frames.len()));
+        return Err(HandshakeError::Frames { what: "handshake", count: frames.len() });
     };
-    let msg = decode_status(payload).map_err(|e| format!("undecodable handshake message: {e}"))?;
+    let msg = decode_status(payload).map_err(HandshakeError::UndecodableStatus)?;
     let rank = identity_value(identity)?;
     match msg.status.as_str() {
         "HELLO" => {
             let i = entry(identity, true, wire, inputs, progress)?;
             if progress[i].hello {
-                return Err(format!("duplicate HELLO from engine rank {rank}"));
+                return Err(HandshakeError::DuplicateHello { rank });
             }
             if !msg.headless {
                 tracing::warn!("engine rank {rank} says it is not headless; continuing");
             }
             handshake
                 .send_multipart(&[identity, wire.init])
-                .map_err(|e| format!("cannot send INIT to engine rank {rank}: {e}"))?;
+                .map_err(|source| HandshakeError::SendInit { rank, source })?;
             progress[i].hello = true;
             tracing::debug!("HELLO from engine rank {rank}; INIT sent");
         }
@@ -276,7 +389,7 @@ fn on_handshake_message(
             progress[i].ready = true;
             tracing::debug!("READY from engine rank {rank}");
         }
-        other => return Err(format!("unexpected handshake status {other:?}")),
+        other => return Err(HandshakeError::UnexpectedStatus(other.to_string())),
     }
     Ok(())
 }
@@ -286,9 +399,9 @@ fn on_registration(
     frames: &Frames,
     wire: &Wire<'_>,
     progress: &mut Vec<EngineProgress>,
-) -> Result<(), String> {
+) -> Result<(), HandshakeError> {
     let Some((identity, payload)) = frames.pair() else {
-        return Err(format!("registration message with {} frames", frames.len()));
+        return Err(HandshakeError::Frames { what: "registration", count: frames.len() });
     };
     let inputs = progress.first().map_or(0, |p| p.registered.len());
     let i = entry(identity, false, wire, inputs, progress)?;
@@ -319,12 +432,67 @@ fn waiting_for(progress: &[EngineProgress], engine_count: usize) -> String {
             _ => format!("HELLO from {} more engine(s)", engine_count - progress.len()),
         };
     }
-    let name = |p: &EngineProgress| identity_value(&p.identity).map_or_else(|e| e, |v| v.to_string());
+    let name = |p: &EngineProgress| identity_value(&p.identity).map_or_else(|e| e.to_string(), |v| v.to_string());
     if let Some(p) = progress.iter().find(|p| !p.registered.iter().all(|&x| x)) {
         return format!("the registration of engine rank {}", name(p));
     }
     match progress.iter().find(|p| !p.ready) {
         Some(p) => format!("READY from engine rank {}", name(p)),
         None => "nothing".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The typed errors read exactly as the texts they replaced (the supervisor logs them).
+    #[test]
+    fn handshake_texts_are_unchanged() {
+        let cases: Vec<(HandshakeError, String)> = vec![
+            (
+                HandshakeError::BindHandshake { address: "tcp://127.0.0.1:1".into(), source: zmq::Error::EADDRINUSE },
+                format!(
+                    "cannot bind handshake address tcp://127.0.0.1:1: {} (another process may hold the port)",
+                    zmq::Error::EADDRINUSE
+                ),
+            ),
+            (
+                HandshakeError::TimedOut { waiting_for: "HELLO".into(), secs: 600 },
+                "startup handshake timed out while waiting for HELLO after 600s".into(),
+            ),
+            (
+                HandshakeError::BadIdentity(vec![1, 2, 3]),
+                "engine identity [01, 02, 03] is not a 2-byte engine index".into(),
+            ),
+            (HandshakeError::BeforeHello { rank: 2 }, "message from engine rank 2 before its HELLO".into()),
+            (
+                HandshakeError::TooManyEngines { rank: 2, expected: 2 },
+                "duplicate HELLO from engine rank 2 after INIT phase: the worker expects 2 engine(s); check \
+                 --zmq-engine-count (or dp_size) against the engine's --data-parallel-size"
+                    .into(),
+            ),
+            (HandshakeError::DuplicateHello { rank: 0 }, "duplicate HELLO from engine rank 0".into()),
+            (HandshakeError::Frames { what: "handshake", count: 3 }, "handshake message with 3 frames".into()),
+            (HandshakeError::Frames { what: "registration", count: 1 }, "registration message with 1 frames".into()),
+            (HandshakeError::UndecodableStatus(DecodeError("x".into())), "undecodable handshake message: x".into()),
+            (
+                HandshakeError::UndecodableRegistration(DecodeError("x".into())),
+                "undecodable engine registration: x".into(),
+            ),
+            (
+                HandshakeError::SendInit { rank: 0, source: HandshakeSendError::NotConnected },
+                "cannot send INIT to engine rank 0: engine not connected".into(),
+            ),
+            (HandshakeError::UnexpectedStatus("BYE".into()), "unexpected handshake status \"BYE\"".into()),
+            (
+                HandshakeError::SharedFiles { other: "ipc:///tmp/v".into() },
+                "its socket files are also worker ipc:///tmp/v's (a symlinked directory)".into(),
+            ),
+            (HandshakeError::NoEngines, "the handshake registered no engine".into()),
+        ];
+        for (e, text) in cases {
+            assert_eq!(e.to_string(), text);
+        }
     }
 }
