@@ -20,6 +20,7 @@ use crossbeam::queue::SegQueue;
 
 use crate::config::Admission as AdmissionConfig;
 use crate::error::ApiError;
+use crate::metrics::{Endpoint, ErrorType};
 use crate::shard::mailbox::ShardMsg;
 use crate::shard::{ShardCtx, Shared};
 use shardgate_util::signal::LocalSignal;
@@ -117,6 +118,15 @@ impl Drop for Permit {
             shared.admission.release(&shared);
         }
     }
+}
+
+/// Waits for a slot for a generation at `endpoint`. A refusal (the 429 / 503 to send) is
+/// counted and logged here; the adapter answers it.
+pub async fn admit(ctx: &ShardCtx, endpoint: Endpoint) -> Result<Permit, ApiError> {
+    acquire(ctx).await.inspect_err(|e| {
+        ctx.metrics().error(endpoint, ErrorType::of(e));
+        tracing::warn!("shard {}: request refused by admission: {}", ctx.index, e.message);
+    })
 }
 
 /// Waits for a slot. Errors are the 429 / 503 to send.
