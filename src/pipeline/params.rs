@@ -378,3 +378,7 @@ pub fn check_prompt_len(len: usize, max_model_len: u32) -> Result<(), Invalid> {
     };
     Err(bad(Field::Prompt, problem))
 }
+
+#[cfg(test)]
+#[path = "params_tests.rs"]
+mod tests;

@@ -212,3 +212,7 @@ impl Format for ChatFormat {
         s
     }
 }
+
+#[cfg(test)]
+#[path = "chat_format_tests.rs"]
+mod tests;

@@ -201,3 +201,95 @@ impl Format for CompletionFormat {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::engine::FinishReason;
+    use crate::pipeline::events::{Collector, Delta, Finished};
+    use crate::pipeline::params::OutputOptions;
+    use crate::pipeline::parse::ParsedDelta;
+
+    fn row(token: &str, logprob: Option<f32>) -> TokenLogprob {
+        let alternatives = logprob.map(|l| vec![(token.to_string(), l)]).unwrap_or_default();
+        TokenLogprob { token: token.into(), logprob, alternatives }
+    }
+
+    /// Echo with logprobs: the prompt (its first token unscored) and the output, in pieces.
+    fn events(pieces: &[&str]) -> Vec<Event> {
+        let mut out = vec![
+            Event::Start { choice: 0 },
+            Event::PromptLogprobs { choice: 0, rows: vec![row("Say", None), row(" hi", Some(-1.0))] },
+        ];
+        for piece in pieces {
+            let logprobs = vec![row(piece, Some(-0.5))];
+            out.push(Event::Delta(Delta {
+                choice: 0,
+                output: ParsedDelta::text(piece.to_string()),
+                logprobs,
+                usage: None,
+            }));
+        }
+        let finish = Finish { reason: FinishReason::Length, stop_reason: None };
+        out.push(Event::Finished(Finished { choice: 0, finish, tool_calls: false, usage: None }));
+        out.push(Event::Usage(Usage { prompt_tokens: 2, completion_tokens: pieces.len() as u64, cached_tokens: 0 }));
+        out
+    }
+
+    fn format() -> CompletionFormat {
+        let params = crate::pipeline::params::RequestParams {
+            n: 1,
+            sampling: Default::default(),
+            output: OutputOptions { logprobs: Some(1), echo: true, ..Default::default() },
+            stream: true,
+            running_usage: false,
+            priority: 0,
+            cache_salt: None,
+            max_tokens_requested: None,
+            max_tokens_client: None,
+        };
+        CompletionFormat::new("cmpl-test".into(), 1, "m".into(), false, &params, vec!["Say hi".into()])
+    }
+
+    /// Text, logprob tokens and text offsets, and the finish reason a client ends up with.
+    fn accumulate(choices: &[&Value]) -> (String, Vec<String>, Vec<u64>, String) {
+        let (mut text, mut tokens, mut offsets, mut finish) = (String::new(), Vec::new(), Vec::new(), String::new());
+        for c in choices {
+            text.push_str(c["text"].as_str().expect("text"));
+            for t in c["logprobs"]["tokens"].as_array().into_iter().flatten() {
+                tokens.push(t.as_str().expect("token").to_string());
+            }
+            offsets.extend(c["logprobs"]["text_offset"].as_array().into_iter().flatten().filter_map(Value::as_u64));
+            if let Some(f) = c["finish_reason"].as_str() {
+                finish = f.into();
+            }
+        }
+        (text, tokens, offsets, finish)
+    }
+
+    #[test]
+    fn streamed_chunks_add_up_to_the_one_shot_body() {
+        let pieces = ["Hel", "lo", " wörld"];
+        let mut f = format();
+        let mut payloads = Vec::new();
+        for e in events(&pieces) {
+            f.stream(&e, &mut payloads);
+        }
+        let chunks: Vec<Value> = payloads.iter().map(|p| serde_json::from_str(p).expect("JSON")).collect();
+        let streamed = accumulate(&chunks.iter().map(|c| &c["choices"][0]).collect::<Vec<_>>());
+        let mut collector = Collector::default();
+        for e in events(&pieces) {
+            collector.add(e);
+        }
+        let body: Value = serde_json::from_str(&format().body(&collector.choices, &collector.usage)).expect("JSON");
+        let whole = accumulate(&[&body["choices"][0]]);
+        assert_eq!(streamed, whole);
+        assert_eq!(whole.0, "Say hiHello wörld", "the prompt, echoed, then the output");
+        assert_eq!(whole.1, vec!["Say", " hi", "Hel", "lo", " wörld"]);
+        assert_eq!(whole.2, vec![0, 3, 6, 9, 11], "offsets run on across chunks");
+        assert_eq!(whole.3, "length");
+        assert_eq!(chunks.len(), 4, "one chunk per delta (the first with the prompt) and the finish");
+    }
+}
