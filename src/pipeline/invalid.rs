@@ -1,7 +1,8 @@
 //! Why the pipeline refuses a request, in its own terms: which neutral field is wrong and what
 //! is wrong with it, with the values involved. No text: an API adapter names the field its own
-//! way (`max_completion_tokens` or `max_tokens`, `messages` or `prompt`) and words the message
-//! as its API does (`api::openai::invalid` words vLLM's).
+//! way (one endpoint's prompt is another's conversation; an output bound is named after the
+//! field the request set it with) and words the message as its API does
+//! (`api::openai::invalid` words vLLM's).
 
 use std::fmt;
 
