@@ -527,8 +527,7 @@ fn aliases_parse_like_qwen_xml() {
 
 #[test]
 fn detection_table() {
-    let table =
-        load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/parsers/tests/vectors/selection/detection.json"));
+    let table = load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/selection/detection.json"));
     let mut failures = Vec::new();
     for row in table["cases"].as_array().into_iter().flatten() {
         let model = row["model"].as_str().unwrap_or("");
