@@ -7,11 +7,11 @@
 //! | incremental detokenization | `IncrementalDecoder::step` | decode all ids so far (`tokenizers`), emit the new suffix | ≤ 0.1× at 512 tokens |
 //! | incremental detokenization | `IncrementalDecoder::step` (byte-table decode) | `tokenizers`' own `DecodeStream` | ≤ 0.5× |
 //! | stop matching | `stops::check` on the new text (+ overlap), holdback | search the whole text every token, the same holdback | ≤ 0.5× at 512 tokens |
-//! | SSE chunk encoding | `ChatFormat::stream_delta` | `serde_json::to_string` of the same chunk | ≤ 0.5× |
+//! | SSE chunk encoding | `ChatFormat::stream` of an output `Event::Delta` | `serde_json::to_string` of the same chunk | ≤ 0.5× |
 //! | request JSON decode | `Body::parse` (sonic-rs; top-level members in a list) | `serde_json::from_slice::<Value>` | ≤ 0.7× |
 //! | prompt tokenization, 1,000 tokens (distinct random-token prompts; prose) | `Tokenizer::encode` (fast byte-level BPE) | `tokenizers`' `encode_fast` | ≤ 0.3× |
-//! | request validation | `params::parse` (ranges, stop strings tokenized) | — | reported |
-//! | one streamed token, all of the above | `ChoiceState::apply` + `stream_delta` | — | ≤ 2 µs |
+//! | request validation | `sampling::read` (the OpenAI fields) + `params::validate` (ranges, stop strings tokenized) | — | reported |
+//! | one streamed token, all of the above | `ChoiceState::apply` + the parse stage + the `Delta` event rendered | — | ≤ 2 µs |
 //!
 //! Tokenizer cache hit vs miss: `benches/tokenizer_cache.rs`; rank selection:
 //! `benches/rank_selection.rs`; the cross-shard hop: `benches/relay_hop.rs`.
@@ -32,10 +32,12 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 use shardgate::api::fields::Body;
-use shardgate::api::openai::chat::ChatFormat;
+use shardgate::api::openai::chat_format::ChatFormat;
+use shardgate::api::openai::sampling::{self, Api};
+use shardgate::api::openai::sink::Format;
 use shardgate::pipeline::choice::ChoiceState;
-use shardgate::pipeline::generate::Format;
-use shardgate::pipeline::params::{self, Endpoint, OutputOptions};
+use shardgate::pipeline::events::{Delta, Event};
+use shardgate::pipeline::params::{self, OutputOptions};
 use shardgate::pipeline::parse::ParsedDelta;
 use shardgate_text::detokenize::IncrementalDecoder;
 use shardgate_text::model::ModelAssets;
@@ -192,27 +194,29 @@ fn stop_matching(text_pieces: &[String]) -> Row {
     Row { name: "stop strings (per token, 512 out)", ours_ns: ours, base_ns: base, target_ratio: 0.5 }
 }
 
-fn chunk_encoding(tok: &Tokenizer, prompt: &[u32], pieces: &[String]) -> Row {
-    let format = ChatFormat::new("chatcmpl-0123456789abcdef".into(), 1_764_460_800, "qwen3-demo".into(), false, None);
-    let opts = OutputOptions::default();
-    let state = ChoiceState::new(0, tok, prompt, &opts);
-    let deltas: Vec<ParsedDelta> = pieces.iter().map(|p| ParsedDelta::text(p.clone())).collect();
+fn chunk_encoding(pieces: &[String]) -> Row {
+    let mut format =
+        ChatFormat::new("chatcmpl-0123456789abcdef".into(), 1_764_460_800, "qwen3-demo".into(), false, None);
+    let events: Vec<Event> = pieces
+        .iter()
+        .map(|p| Event::Delta(Delta { choice: 0, output: ParsedDelta::text(p.clone()), ..Default::default() }))
+        .collect();
     let (ours, base) = side_by_side(
-        deltas.len(),
+        events.len(),
         &mut || {
             let mut out = Vec::with_capacity(4);
-            for d in &deltas {
+            for e in &events {
                 out.clear();
-                format.stream_delta(&mut out, &state, d, &[], None);
+                format.stream(e, &mut out);
                 black_box(&out);
             }
         },
         &mut || {
-            for d in &deltas {
+            for p in pieces {
                 let chunk = json!({
                     "id": "chatcmpl-0123456789abcdef", "object": "chat.completion.chunk", "created": 1_764_460_800u64,
                     "model": "qwen3-demo",
-                    "choices": [{"index": 0, "delta": {"content": d.content}, "logprobs": null, "finish_reason": null}],
+                    "choices": [{"index": 0, "delta": {"content": p}, "logprobs": null, "finish_reason": null}],
                 });
                 black_box(serde_json::to_string(&chunk).expect("json"));
             }
@@ -297,8 +301,8 @@ fn prompt_tokenizing(tok: &Tokenizer, random_tokens: bool) -> Row {
     Row { name, ours_ns: ours, base_ns: base, target_ratio: 0.3 }
 }
 
-/// Validation of a parsed chat request (every sampling range, stop strings tokenized to find
-/// single-token stops): absolute, no baseline does the same work.
+/// Validation of a parsed chat request (the OpenAI fields read, then every sampling range, stop
+/// strings tokenized to find single-token stops): absolute, no baseline does the same work.
 fn request_validation(model: &ModelAssets) -> f64 {
     let body = Body::parse(request_body().as_slice()).expect("parse");
     let reps = 200;
@@ -306,7 +310,8 @@ fn request_validation(model: &ModelAssets) -> f64 {
     for _ in 0..rounds() {
         let t = Instant::now();
         for _ in 0..reps {
-            black_box(params::parse(&black_box(&body).fields(), Endpoint::Chat, model).expect("valid"));
+            let read = sampling::read(&black_box(&body).fields(), Api::Chat).expect("well-formed");
+            black_box(params::validate(read.request, model).expect("valid"));
         }
         samples.push(t.elapsed().as_nanos() as f64 / reps as f64);
     }
@@ -314,9 +319,11 @@ fn request_validation(model: &ModelAssets) -> f64 {
 }
 
 /// The whole per-token gateway work after the engine frame is decoded: detokenize, stops,
-/// holdback, and the SSE chunk. Absolute, against the paced-regime budget.
+/// holdback, the output event, and its SSE chunk. Absolute, against the paced-regime
+/// budget.
 fn whole_token(tok: &Tokenizer, prompt: &[u32], ids: &[u32]) -> f64 {
-    let format = ChatFormat::new("chatcmpl-0123456789abcdef".into(), 1_764_460_800, "qwen3-demo".into(), false, None);
+    let mut format =
+        ChatFormat::new("chatcmpl-0123456789abcdef".into(), 1_764_460_800, "qwen3-demo".into(), false, None);
     let opts = OutputOptions { stop: vec!["\n\nUser:".into()], ..Default::default() };
     let mut samples = Vec::new();
     for _ in 0..rounds() {
@@ -325,9 +332,10 @@ fn whole_token(tok: &Tokenizer, prompt: &[u32], ids: &[u32]) -> f64 {
         let t = Instant::now();
         for &id in ids {
             state.apply(tok, &opts, TokenEvent { token_ids: vec![id], ..Default::default() });
-            let delta = state.take_parsed_delta(&opts);
+            let logprobs = std::mem::take(&mut state.pending_logprobs);
+            let output = state.take_parsed_delta(&opts);
             out.clear();
-            format.stream_delta(&mut out, &state, &delta, &[], None);
+            format.stream(&Event::Delta(Delta { choice: state.index, output, logprobs, usage: None }), &mut out);
             black_box(&out);
         }
         samples.push(t.elapsed().as_nanos() as f64 / ids.len() as f64);
@@ -351,7 +359,7 @@ fn main() {
         detok_naive,
         detok_stream,
         stop_matching(&pieces),
-        chunk_encoding(tok, &prompt, &pieces),
+        chunk_encoding(&pieces),
         request_decoding(),
         // Prose first: `tokenizers` stops adding to its word cache once it holds 10,000 words,
         // so after the random prompts its prose words would never be cached.

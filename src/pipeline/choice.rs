@@ -9,10 +9,10 @@ use shardgate_text::detokenize::IncrementalDecoder;
 use shardgate_text::stops;
 use shardgate_text::tokenizer::Tokenizer;
 
-/// `finish_reason` and vLLM's `stop_reason` for a finished choice.
+/// Why a choice finished, and vLLM's stop reason (the stop string or token that ended it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finish {
-    pub reason: &'static str,
+    pub reason: FinishReason,
     pub stop_reason: Option<StopReason>,
 }
 
@@ -32,10 +32,12 @@ pub struct ChoiceState {
     pub parser: Option<OutputParser>,
     parser_finished: bool,
     logprob_context: Vec<u32>,
-    /// Completions echo with logprobs: the prompt's logprobs, first token unscored.
+    /// Echo with logprobs: the prompt's logprobs not yet handed out, first token unscored.
     pub prompt_logprobs: Vec<TokenLogprob>,
     prompt_context: std::collections::VecDeque<u32>,
-    first_prompt_token: u32,
+    /// The first prompt token, until its unscored row is written (prompt logprobs may arrive
+    /// over several events).
+    first_prompt_token: Option<u32>,
 }
 
 /// One generated token's logprob and its position's alternatives, as text. `alternatives`
@@ -85,7 +87,7 @@ impl ChoiceState {
             logprob_context: Vec::new(),
             prompt_logprobs: Vec::new(),
             prompt_context: std::collections::VecDeque::new(),
-            first_prompt_token: prompt.first().copied().unwrap_or(0),
+            first_prompt_token: prompt.first().copied(),
         }
     }
 
@@ -106,15 +108,15 @@ impl ChoiceState {
             };
         }
         if let Some(lp) = ev.prompt_logprobs {
-            self.push_prompt_logprobs(tokenizer, lp, self.first_prompt_token);
+            self.push_prompt_logprobs(tokenizer, lp);
         }
         if let Some(lp) = ev.logprobs {
             self.push_logprobs(tokenizer, lp);
         }
         let stop_hit = self.push_tokens(tokenizer, opts, &ev.token_ids, ev.finish == Some(FinishReason::Stop));
         if let Some(stop_index) = stop_hit {
-            self.finish =
-                Some(Finish { reason: "stop", stop_reason: Some(StopReason::Text(opts.stop[stop_index].clone())) });
+            let stop_reason = Some(StopReason::Text(opts.stop[stop_index].clone()));
+            self.finish = Some(Finish { reason: FinishReason::Stop, stop_reason });
             return Applied { stop_string_hit: ev.finish.is_none(), finished: true, error: None };
         }
         if let Some(reason) = ev.finish {
@@ -143,15 +145,11 @@ impl ChoiceState {
         delta
     }
 
-    /// `finish_reason` as the client sees it: `tool_calls` when the model called tools.
-    pub fn finish_reason(&self) -> &'static str {
-        match &self.finish {
-            Some(f) if f.reason == "stop" && self.parser.as_ref().is_some_and(OutputParser::ends_in_tool_calls) => {
-                "tool_calls"
-            }
-            Some(f) => f.reason,
-            None => "stop",
-        }
+    /// The choice stopped normally having called tools (clients are told it ended in tool
+    /// calls, not in a plain stop).
+    pub fn ended_in_tool_calls(&self) -> bool {
+        self.finish.as_ref().is_some_and(|f| f.reason == FinishReason::Stop)
+            && self.parser.as_ref().is_some_and(OutputParser::ends_in_tool_calls)
     }
 
     fn push_logprobs(&mut self, tokenizer: &Tokenizer, lp: Logprobs) {
@@ -175,12 +173,12 @@ impl ChoiceState {
         }
     }
 
-    /// Prompt logprobs (completions echo): the first prompt token unscored, then each scored
-    /// position; a position's context is the scored prompt tokens before it, as vLLM takes it.
-    fn push_prompt_logprobs(&mut self, tokenizer: &Tokenizer, lp: Logprobs, first_prompt_token: u32) {
-        if self.prompt_logprobs.is_empty() {
+    /// Prompt logprobs (echo): the first prompt token unscored, then each scored position; a
+    /// position's context is the scored prompt tokens before it, as vLLM takes it.
+    fn push_prompt_logprobs(&mut self, tokenizer: &Tokenizer, lp: Logprobs) {
+        if let Some(first) = self.first_prompt_token.take() {
             self.prompt_logprobs.push(TokenLogprob {
-                token: tokenizer.decode_like_transformers(&[first_prompt_token]),
+                token: tokenizer.decode_like_transformers(&[first]),
                 logprob: None,
                 alternatives: Vec::new(),
             });
@@ -284,14 +282,11 @@ fn engine_finish(reason: FinishReason, stop_reason: Option<StopReason>, opts: &O
                 },
                 other => other,
             };
-            Finish { reason: "stop", stop_reason }
+            Finish { reason, stop_reason }
         }
-        FinishReason::Length => Finish { reason: "length", stop_reason: None },
-        FinishReason::Abort => Finish { reason: "abort", stop_reason: None },
-        FinishReason::Repetition => Finish {
-            reason: "repetition",
-            stop_reason: stop_reason.or(Some(StopReason::Text("repetition_detected".into()))),
-        },
-        FinishReason::Error => Finish { reason: "error", stop_reason: None },
+        FinishReason::Repetition => {
+            Finish { reason, stop_reason: stop_reason.or(Some(StopReason::Text("repetition_detected".into()))) }
+        }
+        FinishReason::Length | FinishReason::Abort | FinishReason::Error => Finish { reason, stop_reason: None },
     }
 }

@@ -1,8 +1,8 @@
-//! The chat output parse stage: reasoning split, then tool-call extraction, per choice.
+//! The output parse stage: reasoning split, then tool-call extraction, per choice.
 //!
 //! Text flows decoded delta → reasoning parser → (reasoning, content) → tool-call parser →
-//! (content, calls). The stage gives every call its id on its first delta and keeps the
-//! whole result for non-streamed responses. Completions have no parse stage.
+//! (content, calls). The stage gives every call its id on its first delta and keeps the whole
+//! result. Plain text (completions) has no parse stage.
 
 use super::constraint::ForcedTool;
 use crate::error::ApiError;
@@ -14,20 +14,22 @@ use shardgate_parsers::tool::{create_tool_parser, tool_call_id, ToolParser, Tool
 #[derive(Debug, Clone, Default)]
 pub struct ParseSpec {
     pub reasoning_parser: Option<&'static str>,
-    /// Set only when the request has tools and `tool_choice` is not `none`.
+    /// Set only when the request has tools and may call them.
     pub tool_parser: Option<&'static str>,
     pub tools: Vec<ToolSpec>,
     /// Thinking is on for this request: the reasoning parser starts in reasoning.
     pub force_reasoning_start: bool,
-    /// `separate_reasoning: false` keeps reasoning text in `content`: no reasoning parser runs,
-    /// so the text stays whole and in order (markers included), as SGLang and SMG answer.
+    /// Off: reasoning text stays in the content; no reasoning parser runs, so the text stays
+    /// whole and in order (markers included), as SGLang and SMG answer.
     pub separate_reasoning: bool,
     /// For tool-call ids (Kimi formats count calls across the conversation).
     pub model_name: String,
     pub prior_tool_calls: usize,
-    /// `tool_choice` forced a call: the output is constrained JSON, read instead of the
-    /// model's own call syntax.
+    /// The request forced a call: the output is constrained JSON, read instead of the model's
+    /// own call syntax.
     pub forced: Option<ForcedTool>,
+    /// A forced call may be several calls (read only with `forced`).
+    pub parallel_tool_calls: bool,
 }
 
 impl ParseSpec {
@@ -201,6 +203,7 @@ mod tests {
             model_name: "qwen3".into(),
             prior_tool_calls: 0,
             forced: None,
+            parallel_tool_calls: true,
         }
     }
 

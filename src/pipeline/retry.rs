@@ -27,7 +27,8 @@
 use std::rc::Rc;
 
 use super::choice::ChoiceState;
-use super::generate::{submit_all, Generation};
+use super::plan::Generation;
+use super::submit::submit_all;
 use crate::engine::zmq::connection::{EngineLink, Submission, SubmitError};
 use crate::error::{ApiError, EngineFault};
 

@@ -10,8 +10,10 @@ use arc_swap::ArcSwap;
 use super::mailbox::{Mailbox, ShardMsg};
 use crate::config::Config;
 use crate::engine::zmq::connection::EngineLink;
+use crate::error::ApiError;
 use crate::metrics::ShardMetrics;
-use crate::pipeline::admission::{Admission, LocalWaiters};
+use crate::metrics::{Endpoint, ErrorType};
+use crate::pipeline::admission::{self, Admission, LocalWaiters, Permit};
 use crate::routing::{new_policy, Candidate, Policy};
 use crate::workers::registry::Registry;
 use shardgate_text::template::ChatTemplate;
@@ -154,6 +156,15 @@ pub struct ShardCtx {
 }
 
 impl ShardCtx {
+    /// Waits for an admission slot for a generation at `endpoint`. A refusal (the 429 / 503 to
+    /// send) is counted and logged here; the adapter answers it.
+    pub async fn admit(&self, endpoint: Endpoint) -> Result<Permit, ApiError> {
+        admission::acquire(&self.shared.admission, &self.admission_waiters, self.index).await.inspect_err(|e| {
+            self.metrics().error(endpoint, ErrorType::of(e));
+            tracing::warn!("shard {}: request refused by admission: {}", self.index, e.message);
+        })
+    }
+
     pub(super) fn new(shared: Arc<Shared>, index: usize) -> Rc<Self> {
         Rc::new(ShardCtx {
             index,

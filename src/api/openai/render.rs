@@ -1,8 +1,8 @@
 //! JSON fragments shared by the chat and completions renderers.
 
-use crate::engine::StopReason;
-use crate::pipeline::choice::TokenLogprob;
-use crate::pipeline::Usage;
+use crate::engine::{FinishReason, StopReason};
+use crate::pipeline::choice::{Finish, TokenLogprob};
+use crate::pipeline::events::Usage;
 use shardgate_util::json::{push_f64, push_int, push_str};
 
 /// `"id":"…","object":"…","created":…,"model":"…"` (no braces).
@@ -15,6 +15,18 @@ pub fn push_header(out: &mut String, id: &str, object: &str, created: u64, model
     push_int(out, created);
     out.push_str(",\"model\":");
     push_str(out, model);
+}
+
+/// `finish_reason`: vLLM's names, and `tool_calls` for a choice that stopped having called tools.
+pub fn finish_reason(finish: Option<&Finish>, tool_calls: bool) -> &'static str {
+    match finish.map(|f| f.reason) {
+        _ if tool_calls => "tool_calls",
+        None | Some(FinishReason::Stop) => "stop",
+        Some(FinishReason::Length) => "length",
+        Some(FinishReason::Abort) => "abort",
+        Some(FinishReason::Repetition) => "repetition",
+        Some(FinishReason::Error) => "error",
+    }
 }
 
 /// vLLM's `stop_reason`: the matched stop string, the stop token id, or null.

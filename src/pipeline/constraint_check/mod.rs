@@ -14,11 +14,10 @@ mod tag;
 use serde_json::Value;
 
 use crate::engine::Constraint;
-use crate::error::ApiError;
 use crate::limits;
 
-/// Why a constraint was refused. `message` is vLLM's answer for the same input (with its
-/// xgrammar backend); `detail` says what was wrong, for the log.
+/// Why a constraint was refused: each kind is one of vLLM's answers for the same input (with its
+/// xgrammar backend; `api::openai::invalid` words them), `detail` says what was wrong.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Invalid {
     RegexNul,
@@ -32,22 +31,7 @@ pub enum Invalid {
 }
 
 impl Invalid {
-    pub fn message(&self) -> String {
-        match self {
-            Invalid::RegexNul => "structured_outputs.regex must not contain a NUL character ('\\x00')".into(),
-            Invalid::Regex(e) => format!("Failed to transform regex into a grammar: {e}"),
-            Invalid::Grammar(_) => "Invalid grammar specification.".into(),
-            Invalid::SchemaJson(_) => "Invalid JSON grammar specification.".into(),
-            Invalid::Schema(e) => format!("Failed to transform json schema into a grammar: {e}"),
-            Invalid::TooDeep => format!(
-                "The JSON schema is nested too deeply: objects and arrays may nest at most {} levels",
-                limits::constraint_json_nesting_max
-            ),
-            Invalid::TagEmpty => "structured_outputs.structural_tag cannot be an empty string".into(),
-            Invalid::Tag(_) => "Invalid structural tag specification.".into(),
-        }
-    }
-
+    /// What was wrong, for the log (adapters word the refusal as their API does).
     pub fn detail(&self) -> &str {
         match self {
             Invalid::Regex(d) | Invalid::Grammar(d) | Invalid::SchemaJson(d) | Invalid::Schema(d) | Invalid::Tag(d) => {
@@ -57,14 +41,6 @@ impl Invalid {
             Invalid::TooDeep => "nested too deeply",
             Invalid::TagEmpty => "empty structural tag",
         }
-    }
-}
-
-impl From<Invalid> for ApiError {
-    fn from(e: Invalid) -> Self {
-        tracing::info!("constraint refused before the engine: {}", e.detail());
-        // vLLM names no parameter for these.
-        ApiError::bad_request(e.message())
     }
 }
 
@@ -140,31 +116,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_kind_answers_with_vllms_message() {
+    fn each_kind_is_told_apart() {
         let deep = format!("{}{}", "{\"a\":".repeat(65), "1".to_string() + &"}".repeat(65));
         let cases: Vec<(Constraint, Option<&str>)> = vec![
             (Constraint::JsonObject, None),
             (Constraint::Regex("[ab]+".into()), None),
-            (Constraint::Regex("((((".into()), Some("Failed to transform regex into a grammar: Regex parsing error")),
-            (Constraint::Regex("a\0".into()), Some("must not contain a NUL character")),
+            (Constraint::Regex("((((".into()), Some("Regex(\"Regex parsing error")),
+            (Constraint::Regex("a\0".into()), Some("RegexNul")),
             (Constraint::Grammar("root ::= \"a\"".into()), None),
-            (Constraint::Grammar("root ::= (((".into()), Some("Invalid grammar specification.")),
+            (Constraint::Grammar("root ::= (((".into()), Some("Grammar(")),
             (Constraint::Grammar("start: \"a\"".into()), None),
-            (Constraint::Grammar("((((".into()), Some("Invalid grammar specification.")),
+            (Constraint::Grammar("((((".into()), Some("Grammar(")),
             (Constraint::JsonSchema("{\"type\":\"object\"}".into()), None),
-            (
-                Constraint::JsonSchema("{\"type\":\"foo\"}".into()),
-                Some("Failed to transform json schema into a grammar: Unsupported type"),
-            ),
+            (Constraint::JsonSchema("{\"type\":\"foo\"}".into()), Some("Schema(\"Unsupported type")),
             (Constraint::JsonSchema("{\"$ref\":\"#/$defs/x\"}".into()), Some("Cannot find field $defs")),
-            (Constraint::JsonSchema(deep), Some("nested too deeply")),
-            (Constraint::StructuralTag("not json".into()), Some("Invalid structural tag specification.")),
-            (Constraint::StructuralTag(" ".into()), Some("cannot be an empty string")),
+            (Constraint::JsonSchema(deep), Some("TooDeep")),
+            (Constraint::StructuralTag("not json".into()), Some("Tag(")),
+            (Constraint::StructuralTag(" ".into()), Some("TagEmpty")),
         ];
         for (c, want) in cases {
             match (check(&c), want) {
                 (Ok(()), None) => {}
-                (Err(e), Some(w)) => assert!(e.message().contains(w), "{c:?}: {}", e.message()),
+                (Err(e), Some(w)) => {
+                    assert!(format!("{e:?}").contains(w), "{c:?}: {e:?}");
+                    assert!(!e.detail().is_empty(), "{c:?}");
+                }
                 (got, _) => panic!("{c:?}: {got:?}"),
             }
         }

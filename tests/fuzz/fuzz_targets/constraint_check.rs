@@ -5,13 +5,16 @@
 //! - No panic and no stack overflow, whatever the nesting (the checks bound their depth by
 //!   `limits` before recursing).
 //! - The verdict is a function of the input: checking twice gives the same answer.
-//! - A refusal has vLLM's message and a non-empty cause for the log.
+//! - A refusal has vLLM's message (as the OpenAI adapter words it) and a non-empty cause for
+//!   the log.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use shardgate_wire::Constraint;
+use shardgate::api::openai::invalid::Names;
 use shardgate::pipeline::constraint_check::check;
+use shardgate::pipeline::invalid::{Field, Invalid, Problem};
 
 fuzz_target!(|raw: &[u8]| {
     let Some((&kind, rest)) = raw.split_first() else { return };
@@ -26,6 +29,8 @@ fuzz_target!(|raw: &[u8]| {
     let verdict = check(&c);
     assert_eq!(verdict, check(&c), "{c:?}");
     if let Err(e) = verdict {
-        assert!(!e.message().is_empty() && !e.detail().is_empty(), "{e:?}");
+        assert!(!e.detail().is_empty(), "{e:?}");
+        let answer = Names::COMPLETIONS.invalid(Invalid::new(Field::Constraint, Problem::Unsatisfiable(e)));
+        assert!(answer.status == 400 && !answer.message.is_empty(), "{answer:?}");
     }
 });

@@ -1,5 +1,6 @@
-//! Request JSON as `/v1/chat/completions` and `/v1/completions` take it: `Body::parse`,
-//! `pipeline::params::parse` for both endpoints, and the chat prompt (`render_prompt`:
+//! Request JSON as `/v1/chat/completions` and `/v1/completions` take it: `Body::parse`, the
+//! shared fields read (`api::openai::sampling::read`) and validated (`pipeline::params::validate`)
+//! for both endpoints, and the chat prompt (`render_prompt`:
 //! conversation normalisation, tools, thinking switches, the Qwen3 chat template, then the
 //! tokenizer).
 //!
@@ -24,11 +25,13 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Map, Value};
 use shardgate::api::fields::Body;
 use shardgate::api::openai::chat::render_prompt;
+use shardgate::api::openai::invalid::Names;
+use shardgate::api::openai::sampling::{self, Api};
 use shardgate_wire::msgpack::Reader;
 use shardgate_wire::{tokenspeed, vllm};
 use shardgate_wire::EngineRequest;
 use shardgate::limits;
-use shardgate::pipeline::params::{self, Endpoint, RequestParams};
+use shardgate::pipeline::params::{self, RequestParams};
 
 /// Longest prompt text handed to the tokenizer: the template can multiply a small body, and
 /// tokenizing megabytes would only slow the fuzzer down.
@@ -65,10 +68,12 @@ fn check_body(body: &[u8]) {
     }
     let f = parsed.fields();
     let m = model();
-    for endpoint in [Endpoint::Chat, Endpoint::Completion] {
-        match params::parse(&f, endpoint, &m.assets) {
-            Ok(p) => check_params(&p, endpoint),
-            Err(e) => assert_eq!(e.status, 400, "params::parse: {}", e.message),
+    for (api, names) in [(Api::Chat, Names::chat(f.has("max_completion_tokens"))), (Api::Completion, Names::COMPLETIONS)] {
+        let validated = sampling::read(&f, api)
+            .and_then(|read| params::validate(read.request, &m.assets).map_err(|e| names.invalid(e)));
+        match validated {
+            Ok(p) => check_params(&p, api),
+            Err(e) => assert_eq!(e.status, 400, "{api:?} request values: {}", e.message),
         }
     }
     match render_prompt(&m.assets, &m.template, &f) {
@@ -94,7 +99,7 @@ fn check_body(body: &[u8]) {
     }
 }
 
-fn check_params(p: &RequestParams, endpoint: Endpoint) {
+fn check_params(p: &RequestParams, api: Api) {
     let vocab = model().assets.vocab_size;
     let s = &p.sampling;
     assert!(p.n >= 1 && p.n <= limits::choices_per_request_max, "n {}", p.n);
@@ -128,7 +133,7 @@ fn check_params(p: &RequestParams, endpoint: Endpoint) {
     for k in [s.logprobs, s.prompt_logprobs].into_iter().flatten() {
         assert!((0..=limits::logprobs_max as i32).contains(&k), "logprobs {k}");
     }
-    if endpoint == Endpoint::Chat {
+    if api == Api::Chat {
         assert!(s.prompt_logprobs.is_none(), "chat never asks for prompt logprobs");
     }
     if let Some(max) = p.max_tokens_requested {

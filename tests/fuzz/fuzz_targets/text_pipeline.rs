@@ -460,7 +460,8 @@ struct Outcome {
     text: String,
     token_ids: Vec<u32>,
     finish: Option<Finish>,
-    finish_reason: &'static str,
+    /// It stopped having called tools.
+    tool_calls: bool,
     parsed: Option<Parsed>,
     logprobs: Vec<TokenLogprob>,
 }
@@ -492,7 +493,7 @@ fn tokens_case(case: TokensCase) {
             StopSpec::Marker(i) => MARKERS[*i as usize % MARKERS.len()].to_string(),
             StopSpec::Text(t) => t.clone(),
         };
-        // What `params::parse` lets through: non-empty, distinct.
+        // What `params::validate` lets through: non-empty, distinct.
         if !stop.is_empty() && !stops.contains(&stop) {
             stops.push(stop);
         }
@@ -506,7 +507,7 @@ fn tokens_case(case: TokensCase) {
         logprobs: case.logprobs.then_some(2),
         ..Default::default()
     };
-    // Single-token stop strings also go to the engine as stop token ids (`params::parse`).
+    // Single-token stop strings also go to the engine as stop token ids (`params::validate`).
     for (i, stop) in opts.stop.iter().enumerate() {
         if let Ok(ids) = tok.encode(stop, false) {
             if let [id] = ids[..] {
@@ -546,7 +547,7 @@ fn tokens_case(case: TokensCase) {
         assert_eq!(other.text, one.text, "{what}: text");
         assert_eq!(other.token_ids, one.token_ids, "{what}: token ids");
         assert_eq!(other.finish, one.finish, "{what}: finish");
-        assert_eq!(other.finish_reason, one.finish_reason, "{what}: finish_reason");
+        assert_eq!(other.tool_calls, one.tool_calls, "{what}: ended in tool calls");
         assert_eq!(
             other.parsed.as_ref().map(masked),
             one.parsed.as_ref().map(masked),
@@ -644,7 +645,7 @@ fn deliver(
         text: state.text.clone(),
         token_ids: state.token_ids.clone(),
         finish: state.finish.clone(),
-        finish_reason: state.finish_reason(),
+        tool_calls: state.ended_in_tool_calls(),
         parsed: state.parser.as_ref().map(|p| p.parsed.clone()),
         logprobs,
     })
