@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use super::error::FlagError;
 use super::sampling::SamplingArgs;
 use super::schedule::Arrivals;
 use super::vllm_flags::ForeignFlags;
@@ -271,20 +272,24 @@ pub struct RangeRatio {
     pub output: f64,
 }
 
-fn parse_range_ratio(s: &str) -> Result<RangeRatio, String> {
+/// A clap `value_parser`: clap prints the `FlagError`'s text.
+fn parse_range_ratio(s: &str) -> Result<RangeRatio, FlagError> {
     let (input, output) = match s.trim().parse::<f64>() {
         Ok(r) => (r, r),
         Err(_) => {
-            let v: serde_json::Value = serde_json::from_str(s)
-                .map_err(|_| format!("'{s}' is neither a number nor '{{\"input\": r, \"output\": r}}'"))?;
-            let get =
-                |k: &str| v.get(k).map_or(Ok(0.0), |x| x.as_f64().ok_or(format!("'{k}' in '{s}' is not a number")));
+            let v: serde_json::Value =
+                serde_json::from_str(s).map_err(|_| FlagError::RangeRatioSyntax(s.to_string()))?;
+            let get = |key: &'static str| {
+                v.get(key).map_or(Ok(0.0), |x| {
+                    x.as_f64().ok_or_else(|| FlagError::RangeRatioValue { key, value: s.to_string() })
+                })
+            };
             (get("input")?, get("output")?)
         }
     };
     for r in [input, output] {
         if !(0.0..1.0).contains(&r) {
-            return Err(format!("ratios must be in [0, 1), got {r}"));
+            return Err(FlagError::RangeRatioBounds(r));
         }
     }
     Ok(RangeRatio { input, output })
@@ -386,51 +391,45 @@ impl BenchArgs {
 }
 
 impl BenchConfig {
-    pub fn from_args(a: &BenchArgs) -> Result<BenchConfig, String> {
+    pub fn from_args(a: &BenchArgs) -> Result<BenchConfig, FlagError> {
         // vLLM flags first: a refused one must be named before anything is resolved or dialed.
         let ignored_flags_warning = a.foreign.check()?;
         if !matches!(a.tokenizer_mode.as_str(), "auto" | "hf") {
-            return Err(format!(
-                "--tokenizer-mode {}: this client reads a Hugging Face tokenizer.json only; use auto or hf, with \
-                 --tokenizer pointing at the tokenizer.json",
-                a.tokenizer_mode
-            ));
+            return Err(FlagError::TokenizerMode(a.tokenizer_mode.clone()));
         }
         if a.custom_output_len.is_some_and(|n| n < 1 && n != -1) {
-            return Err("--custom-output-len must be at least 1, or -1 for the file's output_tokens".into());
+            return Err(FlagError::CustomOutputLen);
         }
         let (authority, addr) = resolve_target(a)?;
         let path = a.endpoint.clone().unwrap_or_else(|| a.backend.default_path().to_string());
         if !path.starts_with('/') {
-            return Err(format!("--endpoint must start with '/', got '{path}'"));
+            return Err(FlagError::Endpoint(path));
         }
         if a.prompt_token_ids && a.backend.is_chat() {
-            return Err(
-                "--prompt-token-ids needs a completions backend (openai or vllm): chat takes no token ids".into()
-            );
+            return Err(FlagError::PromptTokenIdsWithChat);
         }
         if a.num_prompts == 0 {
-            return Err("--num-prompts must be at least 1".into());
+            return Err(FlagError::NoPrompts);
         }
         if matches!(a.dataset_name, DatasetName::Sharegpt | DatasetName::Jsonl) && a.dataset_path.is_none() {
-            return Err("--dataset-path is required for the sharegpt and jsonl datasets".into());
+            return Err(FlagError::NoDatasetPath);
         }
         if a.dataset_name == DatasetName::Prefix && a.prefix_group_count == 0 {
-            return Err("--prefix-group-count must be at least 1".into());
+            return Err(FlagError::NoPrefixGroups);
         }
         if a.max_concurrency == Some(0) {
-            return Err("--max-concurrency must be at least 1".into());
+            return Err(FlagError::NoConcurrency);
         }
         let duration = match a.duration {
-            Some(s) if !(s > 0.0 && s.is_finite()) => return Err(format!("--duration must be > 0 s, got {s}")),
+            Some(s) if !(s > 0.0 && s.is_finite()) => return Err(FlagError::Duration(s)),
             Some(s) => Some(Duration::from_secs_f64(s)),
             None => None,
         };
         if !(a.request_timeout_s > 0.0 && a.request_timeout_s.is_finite()) {
-            return Err(format!("--request-timeout-s must be > 0, got {}", a.request_timeout_s));
+            return Err(FlagError::RequestTimeout(a.request_timeout_s));
         }
         if !(a.steady_state_threshold > 0.0 && a.steady_state_threshold <= 1.0) {
-            return Err(format!("--steady-state-threshold must be in (0, 1], got {}", a.steady_state_threshold));
+            return Err(FlagError::SteadyStateThreshold(a.steady_state_threshold));
         }
         Ok(BenchConfig {
             addr,
@@ -456,18 +455,16 @@ impl BenchConfig {
     }
 }
 
-fn resolve_target(a: &BenchArgs) -> Result<(String, SocketAddr), String> {
+fn resolve_target(a: &BenchArgs) -> Result<(String, SocketAddr), FlagError> {
     let authority = match &a.base_url {
         Some(url) => {
-            let rest = url
-                .strip_prefix("http://")
-                .ok_or_else(|| format!("--base-url must start with http:// (TLS is not supported), got '{url}'"))?;
+            let rest = url.strip_prefix("http://").ok_or_else(|| FlagError::BaseUrlScheme(url.clone()))?;
             rest.trim_end_matches('/').to_string()
         }
         None => format!("{}:{}", a.host, a.port),
     };
     if authority.contains('/') {
-        return Err(format!("--base-url must be http://HOST:PORT without a path, got '{authority}'"));
+        return Err(FlagError::BaseUrlPath(authority));
     }
     let with_port = if authority.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
         authority.clone()
@@ -476,23 +473,23 @@ fn resolve_target(a: &BenchArgs) -> Result<(String, SocketAddr), String> {
     };
     let addr = with_port
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {with_port}: {e}"))?
+        .map_err(|source| FlagError::Resolve { target: with_port.clone(), source })?
         .next()
-        .ok_or_else(|| format!("{with_port} resolves to no address"))?;
+        .ok_or(FlagError::NoAddress(with_port))?;
     Ok((authority, addr))
 }
 
-fn arrivals_of(a: &BenchArgs) -> Result<Arrivals, String> {
+fn arrivals_of(a: &BenchArgs) -> Result<Arrivals, FlagError> {
     let rate = a.request_rate;
     if rate.is_nan() || rate <= 0.0 {
-        return Err(format!("--request-rate must be > 0 (or inf), got {rate}"));
+        return Err(FlagError::RequestRate(rate));
     }
     if a.burstiness.is_nan() || a.burstiness <= 0.0 {
-        return Err(format!("--burstiness must be > 0, got {}", a.burstiness));
+        return Err(FlagError::Burstiness(a.burstiness));
     }
     if rate.is_infinite() {
         if a.arrival_process.is_some() {
-            return Err("--arrival-process needs a finite --request-rate".into());
+            return Err(FlagError::ArrivalProcessUnpaced);
         }
         return Ok(Arrivals::Unpaced);
     }
@@ -505,51 +502,51 @@ fn arrivals_of(a: &BenchArgs) -> Result<Arrivals, String> {
     })
 }
 
-fn parse_percentiles(s: &str) -> Result<Vec<f64>, String> {
+fn parse_percentiles(s: &str) -> Result<Vec<f64>, FlagError> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.parse::<f64>() {
             Ok(p) if p > 0.0 && p <= 100.0 => out.push(p),
-            _ => return Err(format!("--percentiles: '{part}' is not a percentile in (0, 100]")),
+            _ => return Err(FlagError::Percentile(part.to_string())),
         }
     }
     if out.is_empty() {
-        return Err("--percentiles needs at least one value".into());
+        return Err(FlagError::NoPercentiles);
     }
     Ok(out)
 }
 
-fn parse_percentile_metrics(s: &str) -> Result<Vec<String>, String> {
+fn parse_percentile_metrics(s: &str) -> Result<Vec<String>, FlagError> {
     let names: Vec<String> = s.split(',').map(str::trim).filter(|m| !m.is_empty()).map(String::from).collect();
     if let Some(bad) = names.iter().find(|m| !PERCENTILE_METRICS.contains(&m.as_str())) {
-        return Err(format!("--percentile-metrics: unknown metric '{bad}' (one of {})", PERCENTILE_METRICS.join(",")));
+        return Err(FlagError::UnknownPercentileMetric(bad.clone()));
     }
     if names.is_empty() {
-        return Err("--percentile-metrics needs at least one metric".into());
+        return Err(FlagError::NoPercentileMetrics);
     }
     Ok(names)
 }
 
-fn parse_slo(s: &str) -> Result<Slo, String> {
-    let (key, value) = s.split_once(':').ok_or_else(|| format!("--goodput: '{s}' is not KEY:MS"))?;
+fn parse_slo(s: &str) -> Result<Slo, FlagError> {
+    let (key, value) = s.split_once(':').ok_or_else(|| FlagError::GoodputSyntax(s.to_string()))?;
     let metric = match key {
         "ttft" => SloMetric::Ttft,
         "tpot" => SloMetric::Tpot,
         "e2el" => SloMetric::E2el,
-        _ => return Err(format!("--goodput: unknown metric '{key}' (ttft, tpot or e2el)")),
+        _ => return Err(FlagError::GoodputMetric(key.to_string())),
     };
     match value.parse::<f64>() {
         Ok(limit_ms) if limit_ms >= 0.0 && limit_ms.is_finite() => Ok(Slo { metric, limit_ms }),
-        _ => Err(format!("--goodput: '{value}' is not a number of milliseconds")),
+        _ => Err(FlagError::GoodputLimit(value.to_string())),
     }
 }
 
 /// "2,3,6-7" → [Some(2), Some(3), Some(6), Some(7)]; none given → one unpinned thread.
-pub fn parse_cpu_list(s: Option<&str>) -> Result<Vec<Option<usize>>, String> {
+pub fn parse_cpu_list(s: Option<&str>) -> Result<Vec<Option<usize>>, FlagError> {
     let Some(s) = s else { return Ok(vec![None]) };
     let mut cpus = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || format!("--client-cores: '{part}' is not a CPU number or range");
+        let bad = || FlagError::ClientCores(part.to_string());
         let (first, last) = match part.split_once('-') {
             Some((a, b)) => (a.parse::<usize>().map_err(|_| bad())?, b.parse::<usize>().map_err(|_| bad())?),
             None => {
@@ -563,31 +560,31 @@ pub fn parse_cpu_list(s: Option<&str>) -> Result<Vec<Option<usize>>, String> {
         cpus.extend((first..=last).map(Some));
     }
     if cpus.is_empty() {
-        return Err("--client-cores names no CPU".into());
+        return Err(FlagError::NoClientCores);
     }
     Ok(cpus)
 }
 
-fn parse_pair(s: &str, flag: &str) -> Result<(String, String), String> {
-    let (k, v) = s.split_once('=').ok_or_else(|| format!("{flag}: '{s}' is not KEY=VALUE"))?;
+fn parse_pair(s: &str, flag: &'static str) -> Result<(String, String), FlagError> {
+    let (k, v) = s.split_once('=').ok_or_else(|| FlagError::PairSyntax { flag, value: s.to_string() })?;
     let key = k.trim();
     if key.is_empty() || key.contains(['\r', '\n', ':']) || v.contains(['\r', '\n']) {
-        return Err(format!("{flag}: '{s}' is not a valid KEY=VALUE"));
+        return Err(FlagError::PairInvalid { flag, value: s.to_string() });
     }
     Ok((key.to_string(), v.trim().to_string()))
 }
 
-fn parse_extra_body(s: Option<&str>) -> Result<Option<serde_json::Map<String, serde_json::Value>>, String> {
+fn parse_extra_body(s: Option<&str>) -> Result<Option<serde_json::Map<String, serde_json::Value>>, FlagError> {
     let Some(s) = s else { return Ok(None) };
     match serde_json::from_str::<serde_json::Value>(s) {
         Ok(serde_json::Value::Object(map)) => Ok(Some(map)),
-        Ok(_) => Err("--extra-body must be a JSON object".into()),
-        Err(e) => Err(format!("--extra-body is not valid JSON: {e}")),
+        Ok(_) => Err(FlagError::ExtraBodyNotObject),
+        Err(e) => Err(FlagError::ExtraBodyJson(e)),
     }
 }
 
 /// The sampling flags' fields with --extra-body over them (vLLM's order of precedence).
-fn request_extras(a: &BenchArgs) -> Result<Option<serde_json::Map<String, serde_json::Value>>, String> {
+fn request_extras(a: &BenchArgs) -> Result<Option<serde_json::Map<String, serde_json::Value>>, FlagError> {
     let mut fields = a.sampling.body_fields();
     fields.extend(parse_extra_body(a.extra_body.as_deref())?.unwrap_or_default());
     Ok((!fields.is_empty()).then_some(fields))
@@ -624,16 +621,16 @@ pub(crate) mod tests {
             let got = parse_cpu_list(Some(input)).ok().map(|v| v.into_iter().flatten().collect::<Vec<_>>());
             assert_eq!(&got, want, "{input}");
         }
-        assert_eq!(parse_cpu_list(None), Ok(vec![None]));
+        assert_eq!(parse_cpu_list(None).ok(), Some(vec![None]));
     }
 
     #[test]
     fn slos_and_percentiles() {
-        assert_eq!(parse_slo("ttft:100"), Ok(Slo { metric: SloMetric::Ttft, limit_ms: 100.0 }));
-        assert_eq!(parse_slo("e2el:2.5"), Ok(Slo { metric: SloMetric::E2el, limit_ms: 2.5 }));
+        assert_eq!(parse_slo("ttft:100").ok(), Some(Slo { metric: SloMetric::Ttft, limit_ms: 100.0 }));
+        assert_eq!(parse_slo("e2el:2.5").ok(), Some(Slo { metric: SloMetric::E2el, limit_ms: 2.5 }));
         assert!(parse_slo("itl:5").is_err());
         assert!(parse_slo("tpot").is_err());
-        assert_eq!(parse_percentiles("50,90,99,99.9"), Ok(vec![50.0, 90.0, 99.0, 99.9]));
+        assert_eq!(parse_percentiles("50,90,99,99.9").ok(), Some(vec![50.0, 90.0, 99.0, 99.9]));
         assert!(parse_percentiles("0").is_err());
         assert!(parse_percentiles("101").is_err());
     }
@@ -685,10 +682,10 @@ pub(crate) mod tests {
 
     #[test]
     fn pairs_and_extra_body() {
-        assert_eq!(parse_pair("X-A=b=c", "--header"), Ok(("X-A".into(), "b=c".into())));
+        assert_eq!(parse_pair("X-A=b=c", "--header").ok(), Some(("X-A".into(), "b=c".into())));
         assert!(parse_pair("novalue", "--header").is_err());
         assert!(parse_pair("a=b\r\nc", "--header").is_err());
         assert!(parse_extra_body(Some("[1]")).is_err());
-        assert_eq!(parse_extra_body(Some(r#"{"temperature":0}"#)).map(|m| m.map(|m| m.len())), Ok(Some(1)));
+        assert_eq!(parse_extra_body(Some(r#"{"temperature":0}"#)).ok().flatten().map(|m| m.len()), Some(1));
     }
 }

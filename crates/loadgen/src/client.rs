@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 
+use super::error::{ListingFailure, RunError, ServerError};
 use super::http::{Progress, ResponseReader};
 use super::record::{Failure, FailureKind, RequestRecord};
 use crate::limits;
@@ -49,9 +50,9 @@ impl Pool {
 
     /// Opens `count` idle connections ahead of the run, so that connection setup is not
     /// inside the first requests' latencies.
-    pub async fn fill(&self, count: usize) -> Result<(), String> {
+    pub async fn fill(&self, count: usize) -> Result<(), RunError> {
         while self.reuse && self.idle.borrow().len() < count {
-            let stream = self.connect().await.map_err(|e| format!("cannot connect to {}: {e}", self.addr))?;
+            let stream = self.connect().await.map_err(|source| RunError::Connect { addr: self.addr, source })?;
             self.idle.borrow_mut().push(stream);
         }
         Ok(())
@@ -198,20 +199,24 @@ pub struct ServedModel {
 }
 
 /// vLLM's --ready-check-timeout-sec: polls `GET /v1/models` until it answers 200.
-pub fn wait_ready(addr: SocketAddr, authority: &str, timeout: Duration) -> Result<(), String> {
+pub fn wait_ready(addr: SocketAddr, authority: &str, timeout: Duration) -> Result<(), ServerError> {
     let deadline = Instant::now() + timeout;
     loop {
         match list_models(addr, authority) {
             Ok(_) => return Ok(()),
-            Err(e) if Instant::now() >= deadline => {
-                return Err(format!("not ready after --ready-check-timeout-sec {}: {e}", timeout.as_secs()))
+            Err(failure) if Instant::now() >= deadline => {
+                return Err(ServerError::NotReady {
+                    timeout_s: timeout.as_secs(),
+                    authority: authority.to_string(),
+                    failure,
+                })
             }
             Err(_) => std::thread::sleep(Duration::from_millis(500)),
         }
     }
 }
 
-pub fn served_model(addr: SocketAddr, authority: &str, model: Option<&str>) -> Result<ServedModel, String> {
+pub fn served_model(addr: SocketAddr, authority: &str, model: Option<&str>) -> Result<ServedModel, ServerError> {
     let listing = list_models(addr, authority);
     let entries = listing.as_ref().ok().and_then(|l| l["data"].as_array().cloned()).unwrap_or_default();
     let entry = match model {
@@ -225,33 +230,32 @@ pub fn served_model(addr: SocketAddr, authority: &str, model: Option<&str>) -> R
         (None, Some(e)) => e["id"]
             .as_str()
             .map(|id| ServedModel { id: id.to_string(), max_model_len })
-            .ok_or_else(|| format!("http://{authority}/v1/models lists a model without an id; pass --model")),
-        (None, None) => Err(listing.err().unwrap_or_else(|| {
-            format!("cannot list models at http://{authority}/v1/models (no model listed); pass --model")
-        })),
+            .ok_or_else(|| ServerError::ModelWithoutId { authority: authority.to_string() }),
+        (None, None) => Err(ServerError::Listing {
+            authority: authority.to_string(),
+            failure: listing.err().unwrap_or(ListingFailure::NoModel),
+        }),
     }
 }
 
-fn list_models(addr: SocketAddr, authority: &str) -> Result<serde_json::Value, String> {
+/// `GET /v1/models` at `authority`, its JSON body.
+fn list_models(addr: SocketAddr, authority: &str) -> Result<serde_json::Value, ListingFailure> {
     use std::io::{Read, Write};
-    let fail =
-        |e: &dyn std::fmt::Display| format!("cannot list models at http://{authority}/v1/models ({e}); pass --model");
-    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| fail(&e))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| fail(&e))?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let request = format!("GET /v1/models HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).map_err(|e| fail(&e))?;
+    stream.write_all(request.as_bytes())?;
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).map_err(|e| fail(&e))?;
-    let (head, len) =
-        super::http::parse_head(&raw).map_err(|e| fail(&e))?.ok_or_else(|| fail(&"truncated response"))?;
+    stream.read_to_end(&mut raw)?;
+    let (head, len) = super::http::parse_head(&raw)?.ok_or(ListingFailure::Truncated)?;
     if head.status != 200 {
-        return Err(fail(&format!("status {}", head.status)));
+        return Err(ListingFailure::Status(head.status));
     }
     let mut body = Vec::new();
     if head.framing == super::http::Framing::Chunked {
-        super::http::ChunkedDecoder::default().decode(&raw[len..], &mut body).map_err(|e| fail(&e))?;
+        super::http::ChunkedDecoder::default().decode(&raw[len..], &mut body)?;
     } else {
         body.extend_from_slice(&raw[len..]);
     }
-    serde_json::from_slice(&body).map_err(|e| fail(&e))
+    Ok(serde_json::from_slice(&body)?)
 }

@@ -8,25 +8,27 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::args::CompareArgs;
+use super::error::ResultFileError;
 
 /// Identity keys shown first, as text.
 const CONTEXT_KEYS: [&str; 8] =
     ["date", "backend", "model_id", "num_prompts", "request_rate", "burstiness", "max_concurrency", "label"];
 
-pub fn compare(args: &CompareArgs) -> Result<(), String> {
+pub fn compare(args: &CompareArgs) -> Result<(), ResultFileError> {
     let a = load(&args.a)?;
     let b = load(&args.b)?;
     print!("{}", compare_text(&a, &b, &args.a.display().to_string(), &args.b.display().to_string(), &args.filter));
     Ok(())
 }
 
-fn load(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+fn load(path: &Path) -> Result<Value, ResultFileError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ResultFileError::Read { path: path.to_path_buf(), source })?;
     // `--append-result` files hold one JSON document per line: compare the last.
     let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
     serde_json::from_str(&text)
         .or_else(|_| serde_json::from_str(last))
-        .map_err(|e| format!("{} is not a result JSON: {e}", path.display()))
+        .map_err(|source| ResultFileError::NotAResult { path: path.to_path_buf(), source })
 }
 
 /// A number and whether the JSON wrote it as an integer.

@@ -4,6 +4,7 @@
 //! event to the record with the time of the read that completed it.
 
 use super::chunk::apply_event;
+use super::error::HttpError;
 use super::record::{Failure, FailureKind, RequestRecord};
 use super::sse::SseParser;
 use crate::limits;
@@ -23,13 +24,13 @@ pub struct ResponseHead {
 }
 
 /// Ok(None): the head is not complete yet.
-pub fn parse_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, String> {
+pub fn parse_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, HttpError> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut response = httparse::Response::new(&mut headers);
     let len = match response.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => return Err(format!("malformed response head: {e}")),
+        Err(e) => return Err(HttpError::MalformedHead(e)),
     };
     let status = response.code.unwrap_or(0);
     let mut keep_alive = response.version == Some(1);
@@ -41,7 +42,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, String> {
                 framing = Framing::Chunked;
             }
         } else if h.name.eq_ignore_ascii_case("content-length") && framing != Framing::Chunked {
-            let n = value.parse::<u64>().map_err(|_| format!("bad content-length '{value}'"))?;
+            let n = value.parse::<u64>().map_err(|_| HttpError::ContentLength(value.to_string()))?;
             framing = Framing::Length(n);
         } else if h.name.eq_ignore_ascii_case("connection") {
             for token in value.split(',').map(str::trim) {
@@ -90,7 +91,7 @@ impl ChunkedDecoder {
 
     /// Decodes from `input` into `out`; returns the bytes of `input` consumed (all of them
     /// unless the body ended).
-    pub fn decode(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, String> {
+    pub fn decode(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, HttpError> {
         let mut i = 0;
         while i < input.len() {
             if let ChunkState::Data(left) = self.state {
@@ -110,10 +111,10 @@ impl ChunkedDecoder {
         Ok(i)
     }
 
-    fn step(&self, byte: u8) -> Result<ChunkState, String> {
+    fn step(&self, byte: u8) -> Result<ChunkState, HttpError> {
         Ok(match (self.state, byte) {
             (ChunkState::Size { value, digits, .. }, b'\n') => match (digits, value) {
-                (0, _) => return Err("chunk size line without digits".into()),
+                (0, _) => return Err(HttpError::ChunkSizeWithoutDigits),
                 (_, 0) => ChunkState::Trailer { line_empty: true },
                 (_, n) => ChunkState::Data(n),
             },
@@ -122,15 +123,15 @@ impl ChunkedDecoder {
             }
             (ChunkState::Size { value, digits, .. }, b';') => ChunkState::Size { value, digits, extension: true },
             (ChunkState::Size { value, digits, .. }, b) => {
-                let d = (b as char).to_digit(16).ok_or_else(|| format!("bad chunk size byte 0x{b:02x}"))?;
+                let d = (b as char).to_digit(16).ok_or(HttpError::ChunkSizeByte(b))?;
                 if digits >= 15 {
-                    return Err("chunk size too large".into());
+                    return Err(HttpError::ChunkSizeTooLarge);
                 }
                 ChunkState::Size { value: value * 16 + u64::from(d), digits: digits + 1, extension: false }
             }
             (ChunkState::DataEnd, b'\r') => ChunkState::DataEnd,
             (ChunkState::DataEnd, b'\n') => ChunkState::Size { value: 0, digits: 0, extension: false },
-            (ChunkState::DataEnd, b) => return Err(format!("missing CRLF after chunk data (0x{b:02x})")),
+            (ChunkState::DataEnd, b) => return Err(HttpError::ChunkDataEnd(b)),
             (ChunkState::Trailer { line_empty: true }, b'\n') => ChunkState::Done,
             (ChunkState::Trailer { .. }, b'\n') => ChunkState::Trailer { line_empty: true },
             (s @ ChunkState::Trailer { .. }, b'\r') => s,
@@ -242,8 +243,8 @@ impl ResponseReader {
     }
 }
 
-fn protocol(message: impl Into<String>) -> Failure {
-    Failure::new(FailureKind::Protocol, message)
+fn protocol(message: impl std::fmt::Display) -> Failure {
+    Failure::new(FailureKind::Protocol, message.to_string())
 }
 
 #[cfg(test)]

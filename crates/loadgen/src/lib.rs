@@ -13,7 +13,8 @@
 //!   every split point); `record` what was observed, raw; `progress` the live line;
 //! - `metrics`, `window`, `stats` and `analysis` derive every number after the run;
 //!   `report`, `plot` and `output` state them; `compare` puts two results side by side;
-//!   `sink` is an instant endpoint for measuring load generators themselves.
+//!   `sink` is an instant endpoint for measuring load generators themselves;
+//! - `error` what ends a command, one type per stage, each printing the text it always has.
 //!
 //! Architecture invariant: nothing is computed on a client core during the run but framing
 //! and timestamps; everything else happens before the origin or after the last response.
@@ -23,6 +24,7 @@ mod args;
 mod chunk;
 mod client;
 mod compare;
+mod error;
 mod http;
 mod limits;
 #[cfg(test)]
@@ -49,6 +51,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use args::{BenchArgs, CompareArgs};
+pub use error::{
+    BenchError, FlagError, HttpError, ListingFailure, ResultFileError, RunError, ServerError, SinkError, WorkloadError,
+};
 pub use sink::SinkArgs;
 
 use analysis::RunFacts;
@@ -81,20 +86,20 @@ pub enum BenchAction {
 }
 
 /// The `shardgate bench` entry: a run, or `compare`.
-pub fn dispatch(cmd: &BenchCommand) -> Result<(), String> {
+pub fn dispatch(cmd: &BenchCommand) -> Result<(), BenchError> {
     match &cmd.action {
-        Some(BenchAction::Compare(c)) => compare(c),
-        Some(BenchAction::Sink(s)) => sink::run(s),
+        Some(BenchAction::Compare(c)) => Ok(compare(c)?),
+        Some(BenchAction::Sink(s)) => Ok(sink::run(s)?),
         None => run(&cmd.args),
     }
 }
 
-pub fn compare(args: &CompareArgs) -> Result<(), String> {
+pub fn compare(args: &CompareArgs) -> Result<(), ResultFileError> {
     compare::compare(args)
 }
 
 /// Runs one benchmark: prepare, load, analyze, report.
-pub fn run(args: &BenchArgs) -> Result<(), String> {
+pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
     let args = &args.vllm_resolved();
     let config = BenchConfig::from_args(args)?;
     if let Some(warning) = &config.ignored_flags_warning {
@@ -160,7 +165,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
 }
 
 /// The request bytes of every prompt, the plan, and the run itself.
-fn load(args: &BenchArgs, config: &BenchConfig, model: &str, prompts: &[Prompt]) -> Result<RunOutput, String> {
+fn load(args: &BenchArgs, config: &BenchConfig, model: &str, prompts: &[Prompt]) -> Result<RunOutput, RunError> {
     let requests: Vec<PreparedRequest> = prompts
         .iter()
         .map(|p| {

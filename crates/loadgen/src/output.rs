@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::analysis::Analysis;
 use super::args::BenchArgs;
+use super::error::ResultFileError;
 use super::plot;
 use super::record::{write_jsonl_line, Derived, RequestRecord};
 use super::report::{result_json, Header};
@@ -40,8 +41,8 @@ pub fn write_all(
     a: &Analysis,
     records: &[RequestRecord],
     prompts: &[Prompt],
-) -> Result<Vec<PathBuf>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+) -> Result<Vec<PathBuf>, ResultFileError> {
+    std::fs::create_dir_all(dir).map_err(|source| ResultFileError::CreateDir { dir: dir.to_path_buf(), source })?;
     let stem = stem(args, h);
     let mut written = Vec::new();
     let json_path = dir.join(format!("{stem}.json"));
@@ -50,7 +51,8 @@ pub fn write_all(
         append_json(&json_path, &result)?;
     } else {
         let json = serde_json::to_string_pretty(&result).unwrap_or_default();
-        std::fs::write(&json_path, json + "\n").map_err(|e| format!("cannot write {}: {e}", json_path.display()))?;
+        std::fs::write(&json_path, json + "\n")
+            .map_err(|source| ResultFileError::Write { path: json_path.clone(), source })?;
     }
     written.push(json_path);
     let jsonl_path = dir.join(format!("{stem}.requests.jsonl"));
@@ -59,7 +61,7 @@ pub fn write_all(
     if !args.no_plots {
         for (name, svg) in plot::run_plots(records, a) {
             let path = dir.join(format!("{stem}.{name}.svg"));
-            std::fs::write(&path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            std::fs::write(&path, svg).map_err(|source| ResultFileError::Write { path: path.clone(), source })?;
             written.push(path);
         }
     }
@@ -67,15 +69,20 @@ pub fn write_all(
 }
 
 /// vLLM's --append-result: the result on one line, after a newline when the file has text.
-fn append_json(path: &Path, result: &serde_json::Value) -> Result<(), String> {
-    let fail = |e: std::io::Error| format!("cannot append to {}: {e}", path.display());
+fn append_json(path: &Path, result: &serde_json::Value) -> Result<(), ResultFileError> {
+    let fail = |source| ResultFileError::Append { path: path.to_path_buf(), source };
     let mut file = OpenOptions::new().create(true).append(true).open(path).map_err(fail)?;
     let separator = if file.metadata().map_err(fail)?.len() > 0 { "\n" } else { "" };
     file.write_all(format!("{separator}{result}").as_bytes()).map_err(fail)
 }
 
-fn write_jsonl(path: &PathBuf, a: &Analysis, records: &[RequestRecord], prompts: &[Prompt]) -> Result<(), String> {
-    let fail = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+fn write_jsonl(
+    path: &Path,
+    a: &Analysis,
+    records: &[RequestRecord],
+    prompts: &[Prompt],
+) -> Result<(), ResultFileError> {
+    let fail = |source| ResultFileError::Write { path: path.to_path_buf(), source };
     let mut out = BufWriter::new(File::create(path).map_err(fail)?);
     let mut line = String::new();
     for (r, m) in records.iter().zip(&a.metrics) {

@@ -20,6 +20,7 @@ use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::client::{execute, Clock, Pool};
+use super::error::{FlagError, RunError};
 use super::pacer::Pacer;
 use super::progress::Progress;
 use super::record::RequestRecord;
@@ -115,7 +116,7 @@ struct StartSync {
     origin: OnceLock<Instant>,
 }
 
-pub fn run(spec: RunSpec) -> Result<RunOutput, String> {
+pub fn run(spec: RunSpec) -> Result<RunOutput, RunError> {
     let plans = plan_cores(&spec)?;
     raise_open_files_limit();
     let sync = Arc::new(StartSync {
@@ -136,7 +137,7 @@ pub fn run(spec: RunSpec) -> Result<RunOutput, String> {
         let handle = std::thread::Builder::new()
             .name(format!("bench-{}", plan.index))
             .spawn(move || core_thread(plan, shared, sync))
-            .map_err(|e| format!("cannot start a client thread: {e}"))?;
+            .map_err(RunError::SpawnThread)?;
         handles.push(handle);
     }
     sync.ready.wait();
@@ -150,7 +151,7 @@ pub fn run(spec: RunSpec) -> Result<RunOutput, String> {
     let mut records = Vec::new();
     let mut warmup_failed = 0;
     for h in handles {
-        let out = h.join().map_err(|_| "a client thread panicked".to_string())??;
+        let out = h.join().map_err(|_| RunError::ThreadPanicked)??;
         records.extend(out.records);
         warmup_failed += out.warmup_failed;
     }
@@ -158,13 +159,13 @@ pub fn run(spec: RunSpec) -> Result<RunOutput, String> {
     Ok(RunOutput { records, origin_unix_s, warmup_failed, client_cpu_s: cpu_time_s() - cpu_before })
 }
 
-fn plan_cores(spec: &RunSpec) -> Result<Vec<CorePlan>, String> {
+fn plan_cores(spec: &RunSpec) -> Result<Vec<CorePlan>, FlagError> {
     let cores = spec.cpus.len();
     if let Some(cap) = spec.concurrency_max.filter(|&c| c < cores) {
-        return Err(format!("--max-concurrency {cap} is below the {cores} client cores: use fewer --client-cores"));
+        return Err(FlagError::ConcurrencyBelowCores { cap, cores });
     }
     if spec.schedule.is_none() && spec.request_count.is_none() && spec.concurrency_max.is_none() {
-        return Err("--duration without --request-rate needs --max-concurrency (a closed loop)".into());
+        return Err(FlagError::DurationWithoutConcurrency);
     }
     let prompt_count = spec.requests.len();
     let total = spec.schedule.as_ref().map(Vec::len).or(spec.request_count);
@@ -218,7 +219,7 @@ struct CoreOutput {
     warmup_failed: usize,
 }
 
-fn core_thread(plan: CorePlan, shared: Shared, sync: Arc<StartSync>) -> Result<CoreOutput, String> {
+fn core_thread(plan: CorePlan, shared: Shared, sync: Arc<StartSync>) -> Result<CoreOutput, RunError> {
     if let Some(cpu) = plan.cpu {
         pin_to_cpu(cpu);
     }
@@ -230,7 +231,7 @@ fn core_thread(plan: CorePlan, shared: Shared, sync: Arc<StartSync>) -> Result<C
         Err(e) => {
             sync.ready.wait();
             sync.start.wait();
-            return Err(format!("client core {}: cannot build a runtime: {e}", plan.index));
+            return Err(RunError::Runtime { core: plan.index, source: e });
         }
     };
     rt.block_on(core_main(plan, shared, sync))
@@ -274,7 +275,7 @@ impl Core {
     }
 }
 
-async fn core_main(mut plan: CorePlan, shared: Shared, sync: Arc<StartSync>) -> Result<CoreOutput, String> {
+async fn core_main(mut plan: CorePlan, shared: Shared, sync: Arc<StartSync>) -> Result<CoreOutput, RunError> {
     let pool = Pool::new(shared.addr, shared.reuse);
     let preopen = plan.concurrency_max.unwrap_or(0).min(limits::preopen_connections_per_core_max);
     let filled = pool.fill(preopen).await;
@@ -296,13 +297,13 @@ async fn core_main(mut plan: CorePlan, shared: Shared, sync: Arc<StartSync>) -> 
     sync.ready.wait();
     sync.start.wait();
     filled?;
-    let origin = *sync.origin.get().ok_or("the run origin was not set")?;
+    let origin = *sync.origin.get().ok_or(RunError::NoOrigin)?;
     core.clock.set(Clock { origin });
-    let pacer = Pacer::new().map_err(|e| format!("client core {}: cannot create a timerfd: {e}", plan.index))?;
+    let pacer = Pacer::new().map_err(|source| RunError::Timerfd { core: plan.index, source })?;
     pacer.wait_until(origin).await;
     let feed = std::mem::replace(&mut plan.feed, Feed::List(Vec::new().into_iter()));
     if plan.paced {
-        let Feed::List(arrivals) = feed else { return Err("a paced run needs its schedule".into()) };
+        let Feed::List(arrivals) = feed else { return Err(RunError::NoSchedule) };
         open_loop(&core, &pacer, arrivals, plan.concurrency_max).await;
     } else {
         let workers = plan.concurrency_max.unwrap_or(usize::MAX);

@@ -13,6 +13,8 @@ use std::rc::Rc;
 use clap::Args;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 
+use super::error::SinkError;
+
 #[derive(Args, Debug, Clone)]
 pub struct SinkArgs {
     #[arg(long, default_value = "127.0.0.1")]
@@ -28,10 +30,10 @@ pub struct SinkArgs {
 }
 
 /// Serves until the process ends.
-pub fn run(args: &SinkArgs) -> Result<(), String> {
+pub fn run(args: &SinkArgs) -> Result<(), SinkError> {
     let (addr, thread) = start(&format!("{}:{}", args.host, args.port), args.output_len, args.cpu)?;
     eprintln!("shardgate bench sink: http://{addr} ({} tokens per response)", args.output_len);
-    thread.join().map_err(|_| "the sink thread panicked".to_string())
+    thread.join().map_err(|_| SinkError::ThreadPanicked)
 }
 
 /// Binds `listen` and serves on a new thread; returns the bound address.
@@ -39,10 +41,11 @@ pub fn start(
     listen: &str,
     output_len: usize,
     cpu: Option<usize>,
-) -> Result<(SocketAddr, std::thread::JoinHandle<()>), String> {
-    let listener = std::net::TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    let addr = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
-    listener.set_nonblocking(true).map_err(|e| format!("cannot make the listener non-blocking: {e}"))?;
+) -> Result<(SocketAddr, std::thread::JoinHandle<()>), SinkError> {
+    let listener = std::net::TcpListener::bind(listen)
+        .map_err(|source| SinkError::Listen { listen: listen.to_string(), source })?;
+    let addr = listener.local_addr().map_err(SinkError::LocalAddr)?;
+    listener.set_nonblocking(true).map_err(SinkError::Nonblocking)?;
     let thread = std::thread::Builder::new()
         .name("bench-sink".into())
         .spawn(move || {
@@ -61,7 +64,7 @@ pub fn start(
                 }
             });
         })
-        .map_err(|e| format!("cannot start the sink thread: {e}"))?;
+        .map_err(SinkError::SpawnThread)?;
     Ok((addr, thread))
 }
 

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use crate::error::WorkloadError;
 use crate::limits;
 use rand::rngs::SmallRng;
 use rand::Rng;
@@ -20,13 +21,14 @@ pub struct BenchTokenizer {
 
 impl BenchTokenizer {
     /// `--tokenizer`, else `--model` when it is a local directory, else the demo model.
-    pub fn load(tokenizer: Option<&Path>, model: Option<&str>) -> Result<BenchTokenizer, String> {
+    pub fn load(tokenizer: Option<&Path>, model: Option<&str>) -> Result<BenchTokenizer, WorkloadError> {
         let file = match (tokenizer, model) {
             (Some(p), _) => tokenizer_file(p)?,
             (None, Some(m)) if Path::new(m).join("tokenizer.json").is_file() => Path::new(m).join("tokenizer.json"),
-            _ => shardgate_text::demo_model::ensure().map_err(|e| e.to_string())?.join("tokenizer.json"),
+            _ => shardgate_text::demo_model::ensure()?.join("tokenizer.json"),
         };
-        let inner = Tokenizer::from_file(&file).map_err(|e| format!("cannot load {}: {e}", file.display()))?;
+        let inner = Tokenizer::from_file(&file)
+            .map_err(|source| WorkloadError::LoadTokenizer { path: file.clone(), source })?;
         Ok(BenchTokenizer::new(inner, file.display().to_string()))
     }
 
@@ -79,12 +81,12 @@ impl BenchTokenizer {
     }
 }
 
-fn tokenizer_file(p: &Path) -> Result<PathBuf, String> {
+fn tokenizer_file(p: &Path) -> Result<PathBuf, WorkloadError> {
     let file = if p.is_dir() { p.join("tokenizer.json") } else { p.to_path_buf() };
     if file.is_file() {
         Ok(file)
     } else {
-        Err(format!("--tokenizer: {} has no tokenizer.json", p.display()))
+        Err(WorkloadError::NoTokenizerFile(p.to_path_buf()))
     }
 }
 

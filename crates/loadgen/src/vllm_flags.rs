@@ -7,6 +7,8 @@
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
 
+use super::error::FlagError;
+
 /// How many values a flag takes on vLLM's command line.
 #[derive(Clone, Copy, Debug)]
 enum Arity {
@@ -116,16 +118,11 @@ pub struct ForeignFlags {
 
 impl ForeignFlags {
     /// The first refused flag as an error; else the warning line for the ignored ones.
-    pub fn check(&self) -> Result<Option<String>, String> {
+    pub fn check(&self) -> Result<Option<String>, FlagError> {
         let mut ignored = Vec::new();
         for f in &self.given {
             match f.disposition {
-                Refused(instead) => {
-                    return Err(format!(
-                        "--{} (a vllm bench serve flag) is not supported; use instead: {instead}",
-                        f.name
-                    ))
-                }
+                Refused(instead) => return Err(FlagError::Refused { name: f.name, instead }),
                 Ignored(reason) => ignored.push(format!("--{} ({reason})", f.name)),
             }
         }
@@ -177,7 +174,7 @@ mod tests {
 
     fn check(argv: &[&str]) -> Result<Option<String>, String> {
         let cli = Cli::try_parse_from(["bench"].iter().chain(argv)).map_err(|e| e.to_string())?;
-        cli.foreign.check()
+        cli.foreign.check().map_err(|e| e.to_string())
     }
 
     #[test]

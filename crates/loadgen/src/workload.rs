@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::args::{BenchArgs, BenchConfig, DatasetName};
+use super::error::WorkloadError;
 use super::tokenizer::BenchTokenizer;
 use crate::limits;
 
@@ -30,7 +31,7 @@ pub struct Prompt {
     pub output_tokens: u32,
 }
 
-pub fn build_prompts(args: &BenchArgs, tok: &BenchTokenizer) -> Result<Vec<Prompt>, String> {
+pub fn build_prompts(args: &BenchArgs, tok: &BenchTokenizer) -> Result<Vec<Prompt>, WorkloadError> {
     let mut rng = SmallRng::seed_from_u64(args.seed);
     let prompts = match args.dataset_name {
         DatasetName::Random => {
@@ -50,7 +51,7 @@ pub fn build_prompts(args: &BenchArgs, tok: &BenchTokenizer) -> Result<Vec<Promp
         DatasetName::Jsonl => jsonl_prompts(args, tok)?,
     };
     if prompts.is_empty() {
-        return Err("the dataset produced no prompts".into());
+        return Err(WorkloadError::NoPrompts);
     }
     Ok(prompts)
 }
@@ -117,11 +118,11 @@ struct Turn {
     value: String,
 }
 
-fn sharegpt_prompts(args: &BenchArgs, tok: &BenchTokenizer, rng: &mut SmallRng) -> Result<Vec<Prompt>, String> {
+fn sharegpt_prompts(args: &BenchArgs, tok: &BenchTokenizer, rng: &mut SmallRng) -> Result<Vec<Prompt>, WorkloadError> {
     let path = args.dataset_path.as_deref().unwrap_or(Path::new(""));
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = read_dataset(path)?;
     let mut all: Vec<Conversation> =
-        serde_json::from_str(&text).map_err(|e| format!("{} is not a ShareGPT JSON array: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|source| WorkloadError::ShareGpt { path: path.to_path_buf(), source })?;
     all.retain(|c| c.conversations.len() >= 2);
     if !args.disable_shuffle {
         all.shuffle(rng);
@@ -154,16 +155,18 @@ struct JsonlLine {
     output_tokens: Option<usize>,
 }
 
-fn jsonl_prompts(args: &BenchArgs, tok: &BenchTokenizer) -> Result<Vec<Prompt>, String> {
+fn jsonl_prompts(args: &BenchArgs, tok: &BenchTokenizer) -> Result<Vec<Prompt>, WorkloadError> {
     let path = args.dataset_path.as_deref().unwrap_or(Path::new(""));
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = read_dataset(path)?;
     let mut prompts = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         if prompts.len() == args.num_prompts {
             break;
         }
-        let parsed: JsonlLine = serde_json::from_str(line).map_err(|e| {
-            format!("{}:{}: expected {{\"prompt\": ..., \"output_tokens\": N}}: {e}", path.display(), n + 1)
+        let parsed: JsonlLine = serde_json::from_str(line).map_err(|source| WorkloadError::JsonlLine {
+            path: path.to_path_buf(),
+            line: n + 1,
+            source,
         })?;
         let output_tokens = match args.custom_output_len {
             Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
@@ -173,6 +176,10 @@ fn jsonl_prompts(args: &BenchArgs, tok: &BenchTokenizer) -> Result<Vec<Prompt>, 
         prompts.push(text_prompt(args, tok, &parsed.prompt, input_tokens, output_tokens));
     }
     Ok(oversample(args, prompts))
+}
+
+fn read_dataset(path: &Path) -> Result<String, WorkloadError> {
+    std::fs::read_to_string(path).map_err(|source| WorkloadError::ReadDataset { path: path.to_path_buf(), source })
 }
 
 fn text_prompt(args: &BenchArgs, tok: &BenchTokenizer, text: &str, input_tokens: usize, output: usize) -> Prompt {

@@ -10,6 +10,7 @@ use shardgate_wire::tokenspeed as ts_wire;
 use shardgate_wire::vllm::handshake::{decode_init, encode_registration, encode_status, EngineRegistration};
 use shardgate_wire::vllm::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD, REQUEST_START_DP_WAVE, REQUEST_UTILITY};
 
+use crate::error::{ArgError, EngineError, HandshakeError};
 use crate::lockstep::Lockstep;
 use crate::script::{self, ScriptLine};
 use crate::vllm_wire::{self as wire, AddRequest, Load, StepOutput};
@@ -50,13 +51,13 @@ struct Sockets {
     outputs: Vec<zmq::Socket>,
 }
 
-pub fn run(args: Args) -> Result<(), String> {
+pub fn run(args: Args) -> Result<(), EngineError> {
     let handshake_addr = handshake_address(&args)?;
     if args.zmq_engine_index as u32 + args.data_parallel_size as u32 - 1 > u16::MAX as u32 {
-        return Err("--zmq-engine-index + --data-parallel-size - 1 must fit in 16 bits".into());
+        return Err(ArgError::EngineIndexRange.into());
     }
     let tokenizer = match &args.model_path {
-        Some(dir) => Some(Tokenizer::from_file(&dir.join("tokenizer.json")).map_err(|e| e.to_string())?),
+        Some(dir) => Some(Tokenizer::from_file(&dir.join("tokenizer.json"))?),
         None => None,
     };
     let script = match &args.script {
@@ -64,7 +65,7 @@ pub fn run(args: Args) -> Result<(), String> {
         None => Vec::new(),
     };
     if !script.is_empty() && tokenizer.is_none() {
-        return Err("--script needs --model-path (the tokenizer turns script text into tokens)".into());
+        return Err(ArgError::ScriptWithoutModel.into());
     }
     let eos_ids = Arc::new(engine_eos_ids(&args));
     let ctx = zmq::Context::new();
@@ -79,7 +80,7 @@ pub fn run(args: Args) -> Result<(), String> {
             let lockstep = lockstep.clone();
             std::thread::Builder::new()
                 .name(format!("rank-{rank}"))
-                .spawn(move || -> Result<(), String> {
+                .spawn(move || -> Result<(), EngineError> {
                     std::thread::sleep(Duration::from_secs(args.slow_start_s));
                     let sockets = match args.backend {
                         Backend::Vllm => handshake(&ctx, &addr, &args, rank)?,
@@ -92,7 +93,7 @@ pub fn run(args: Args) -> Result<(), String> {
                                 .create(true)
                                 .append(true)
                                 .open(p)
-                                .map_err(|e| format!("cannot open {}: {e}", p.display()))?,
+                                .map_err(|source| EngineError::OpenRecord { path: p.clone(), source })?,
                         ),
                         None => None,
                     };
@@ -101,20 +102,20 @@ pub fn run(args: Args) -> Result<(), String> {
                     sim.lockstep = lockstep;
                     sim.serve()
                 })
-                .map_err(|e| format!("cannot start rank {rank}: {e}"))
+                .map_err(|source| EngineError::SpawnRank { rank, source })
         })
         .collect::<Result<_, _>>()?;
     for r in ranks {
         match r.join() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e),
-            Err(_) => return Err("a rank thread panicked".into()),
+            Err(_) => return Err(EngineError::RankPanicked),
         }
     }
     Ok(())
 }
 
-fn handshake_address(args: &Args) -> Result<String, String> {
+fn handshake_address(args: &Args) -> Result<String, ArgError> {
     if let Some(h) = &args.handshake {
         return Ok(h.clone());
     }
@@ -122,28 +123,28 @@ fn handshake_address(args: &Args) -> Result<String, String> {
         return match args.backend {
             // TokenSpeed without --data-parallel-address/--data-parallel-rpc-port.
             Backend::Tokenspeed => Ok(ts_wire::DEFAULT_HANDSHAKE_ADDRESS.into()),
-            Backend::Vllm => Err("pass --handshake tcp://HOST:PORT or --worker-url ipc://PATH".into()),
+            Backend::Vllm => Err(ArgError::NoHandshake),
         };
     };
-    let path = url.strip_prefix("ipc://").ok_or("--worker-url must be ipc://PATH")?;
+    let path = url.strip_prefix("ipc://").ok_or(ArgError::WorkerUrl)?;
     Ok(format!("tcp://127.0.0.1:{}", shardgate_wire::sockdir::derived_handshake_port(path)))
 }
 
 /// HELLO → INIT → connect and register on every input → READY, as `vllm serve --headless`.
-fn handshake(ctx: &zmq::Context, addr: &str, args: &Args, rank: u16) -> Result<Sockets, String> {
+fn handshake(ctx: &zmq::Context, addr: &str, args: &Args, rank: u16) -> Result<Sockets, HandshakeError> {
     let engine_index = args.zmq_engine_index + rank;
     let identity = engine_index.to_le_bytes();
-    let hs = ctx.socket(zmq::DEALER).map_err(|e| e.to_string())?;
-    hs.set_identity(&identity).map_err(|e| e.to_string())?;
-    hs.set_linger(5000).map_err(|e| e.to_string())?;
-    hs.connect(addr).map_err(|e| format!("cannot dial {addr}: {e}"))?;
+    let hs = ctx.socket(zmq::DEALER)?;
+    hs.set_identity(&identity)?;
+    hs.set_linger(5000)?;
+    hs.connect(addr).map_err(|source| HandshakeError::Dial { addr: addr.to_string(), source })?;
     let mut hello = Vec::new();
     encode_status("HELLO", false, true, &mut hello);
-    hs.send(&hello, 0).map_err(|e| e.to_string())?;
+    hs.send(&hello, 0)?;
     // A real engine waits 5 minutes for INIT, then dies.
-    hs.set_rcvtimeo(300_000).map_err(|e| e.to_string())?;
-    let init = hs.recv_bytes(0).map_err(|e| format!("no INIT from {addr}: {e}"))?;
-    let addrs = decode_init(&init).map_err(|e| format!("undecodable INIT: {e}"))?;
+    hs.set_rcvtimeo(300_000)?;
+    let init = hs.recv_bytes(0).map_err(|source| HandshakeError::NoInit { addr: addr.to_string(), source })?;
+    let addrs = decode_init(&init).map_err(HandshakeError::UndecodableInit)?;
     // vLLM loads the model between INIT and its registration.
     std::thread::sleep(Duration::from_millis(args.load_ms));
     let mut sockets = Sockets { inputs: Vec::new(), outputs: Vec::new() };
@@ -160,25 +161,25 @@ fn handshake(ctx: &zmq::Context, addr: &str, args: &Args, rank: u16) -> Result<S
     let mut reg_bytes = Vec::new();
     encode_registration(&reg, &mut reg_bytes);
     for a in &addrs.inputs {
-        let s = ctx.socket(zmq::DEALER).map_err(|e| e.to_string())?;
-        s.set_identity(&identity).map_err(|e| e.to_string())?;
-        s.set_rcvhwm(0).map_err(|e| e.to_string())?;
-        s.set_sndhwm(0).map_err(|e| e.to_string())?;
-        s.set_linger(0).map_err(|e| e.to_string())?;
-        s.connect(a).map_err(|e| format!("cannot connect input {a}: {e}"))?;
-        s.send(&reg_bytes, 0).map_err(|e| e.to_string())?;
+        let s = ctx.socket(zmq::DEALER)?;
+        s.set_identity(&identity)?;
+        s.set_rcvhwm(0)?;
+        s.set_sndhwm(0)?;
+        s.set_linger(0)?;
+        s.connect(a).map_err(|source| HandshakeError::ConnectInput { addr: a.clone(), source })?;
+        s.send(&reg_bytes, 0)?;
         sockets.inputs.push(s);
     }
     for a in &addrs.outputs {
-        let s = ctx.socket(zmq::PUSH).map_err(|e| e.to_string())?;
-        s.set_sndhwm(0).map_err(|e| e.to_string())?;
-        s.set_linger(4000).map_err(|e| e.to_string())?;
-        s.connect(a).map_err(|e| format!("cannot connect output {a}: {e}"))?;
+        let s = ctx.socket(zmq::PUSH)?;
+        s.set_sndhwm(0)?;
+        s.set_linger(4000)?;
+        s.connect(a).map_err(|source| HandshakeError::ConnectOutput { addr: a.clone(), source })?;
         sockets.outputs.push(s);
     }
     let mut ready = Vec::new();
     encode_status("READY", false, true, &mut ready);
-    hs.send(&ready, 0).map_err(|e| e.to_string())?;
+    hs.send(&ready, 0)?;
     Ok(sockets)
 }
 
@@ -256,7 +257,7 @@ impl Sim {
         self.started.elapsed().as_secs_f64()
     }
 
-    fn serve(&mut self) -> Result<(), String> {
+    fn serve(&mut self) -> Result<(), EngineError> {
         let itl_ms =
             self.args.rank_itl_ms.iter().find(|(r, _)| *r == self.rank).map_or(self.args.itl_ms, |(_, ms)| *ms);
         let itl = Duration::from_millis(itl_ms);
@@ -281,7 +282,7 @@ impl Sim {
 
     /// MoE: the end-of-step collective (a dummy step when this rank had nothing to run). When
     /// no rank has work the wave ends: report it to client 0 and pause until woken.
-    fn sync_wave(&mut self) -> Result<(), String> {
+    fn sync_wave(&mut self) -> Result<(), EngineError> {
         let Some(lockstep) = self.lockstep.clone() else { return Ok(()) };
         let local = !self.running.is_empty() || !self.waiting.is_empty();
         self.engines_running = lockstep.any_unfinished(local);
@@ -297,8 +298,8 @@ impl Sim {
 
     /// START_DP_WAVE: a MoE rank joins the wave unless excluded or already past it; a dense
     /// engine logs it as unknown, as vLLM does.
-    fn start_dp_wave(&mut self, payload: &[u8]) -> Result<(), String> {
-        let (wave, exclude) = wire::decode_start_dp_wave(payload)?;
+    fn start_dp_wave(&mut self, payload: &[u8]) -> Result<(), EngineError> {
+        let (wave, exclude) = wire::decode_start_dp_wave(payload).map_err(EngineError::StartDpWave)?;
         self.note(serde_json::json!({"type": "start_dp_wave", "wave": wave, "rank": self.rank}));
         if self.lockstep.is_none() {
             tracing::warn!("Unrecognized input request type encountered: {REQUEST_START_DP_WAVE}");
@@ -312,14 +313,14 @@ impl Sim {
     }
 
     /// Reads every input socket until `timeout` passes with nothing to read.
-    fn poll_inputs(&mut self, timeout: Duration) -> Result<(), String> {
+    fn poll_inputs(&mut self, timeout: Duration) -> Result<(), EngineError> {
         if self.deaf {
             std::thread::sleep(timeout);
             return Ok(());
         }
         let ms = timeout.as_millis().min(i64::MAX as u128) as i64;
         let mut items: Vec<zmq::PollItem> = self.sockets.inputs.iter().map(|s| s.as_poll_item(zmq::POLLIN)).collect();
-        zmq::poll(&mut items, ms).map_err(|e| e.to_string())?;
+        zmq::poll(&mut items, ms).map_err(EngineError::Poll)?;
         let ready: Vec<usize> = items.iter().enumerate().filter(|(_, i)| i.is_readable()).map(|(k, _)| k).collect();
         drop(items);
         for k in ready {
@@ -333,7 +334,7 @@ impl Sim {
         Ok(())
     }
 
-    fn on_input(&mut self, frames: Vec<Vec<u8>>) -> Result<(), String> {
+    fn on_input(&mut self, frames: Vec<Vec<u8>>) -> Result<(), EngineError> {
         if self.args.backend == Backend::Tokenspeed {
             return self.on_input_tokenspeed(frames);
         }
@@ -357,7 +358,7 @@ impl Sim {
                 Err(e) => self.go_deaf(&format!("undecodable ADD: {e}")),
             },
             REQUEST_ABORT => {
-                let ids = wire::decode_abort(payload).map_err(|e| format!("undecodable ABORT: {e}"))?;
+                let ids = wire::decode_abort(payload).map_err(EngineError::Abort)?;
                 self.note(serde_json::json!({"type": "abort", "ids": ids, "rank": self.rank}));
                 for id in ids {
                     self.abort(&id);
@@ -365,7 +366,7 @@ impl Sim {
                 Ok(())
             }
             REQUEST_UTILITY => {
-                let (client, call_id, method) = wire::decode_utility(payload)?;
+                let (client, call_id, method) = wire::decode_utility(payload).map_err(EngineError::Utility)?;
                 tracing::debug!("utility call {method}");
                 self.note(serde_json::json!({"type": "utility", "method": method, "rank": self.rank}));
                 self.out_buf.clear();
@@ -463,13 +464,13 @@ impl Sim {
     }
 
     /// A real engine's input thread dies on an invalid request: the engine stays up, deaf.
-    fn go_deaf(&mut self, why: &str) -> Result<(), String> {
+    fn go_deaf(&mut self, why: &str) -> Result<(), EngineError> {
         tracing::error!("input thread died ({why}); the engine no longer reads requests");
         self.deaf = true;
         Ok(())
     }
 
-    fn add(&mut self, req: AddRequest) -> Result<(), String> {
+    fn add(&mut self, req: AddRequest) -> Result<(), EngineError> {
         if !self.live_ids.insert(req.request_id.clone()) {
             // vLLM asserts on a duplicate live id: ENGINE_CORE_DEAD, then exit.
             tracing::error!("duplicate request id {}: engine core dies", req.request_id);
@@ -480,7 +481,7 @@ impl Sim {
             std::process::exit(1);
         }
         if req.client_index >= self.sockets.outputs.len() {
-            return Err(format!("client_index {} out of range: the output thread crashes", req.client_index));
+            return Err(EngineError::ClientIndex(req.client_index));
         }
         if req.max_tokens.is_none() {
             // vLLM answers a request without max_tokens with a request-scoped ERROR.
@@ -571,7 +572,7 @@ impl Sim {
     }
 
     /// One scheduler step: one token for every running request whose first token is due.
-    fn run_step(&mut self) -> Result<(), String> {
+    fn run_step(&mut self) -> Result<(), EngineError> {
         if self.stalled {
             return Ok(());
         }
@@ -639,9 +640,9 @@ impl Sim {
         Ok(())
     }
 
-    fn send_to(&self, client: usize, more: bool) -> Result<(), String> {
-        let sock = self.sockets.outputs.get(client).ok_or_else(|| format!("no output socket for client {client}"))?;
-        sock.send(&self.out_buf, if more { zmq::SNDMORE } else { 0 }).map_err(|e| format!("output send failed: {e}"))
+    fn send_to(&self, client: usize, more: bool) -> Result<(), EngineError> {
+        let sock = self.sockets.outputs.get(client).ok_or(EngineError::NoOutputSocket(client))?;
+        sock.send(&self.out_buf, if more { zmq::SNDMORE } else { 0 }).map_err(EngineError::Send)
     }
 }
 

@@ -11,6 +11,7 @@
 //! deterministic: scripted text (`--script`) or seeded words.
 
 mod engine;
+mod error;
 mod lockstep;
 mod script;
 mod tokenspeed_wire;
@@ -19,6 +20,8 @@ mod vllm_wire;
 use std::path::PathBuf;
 
 use clap::Parser;
+
+use error::ArgError;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -138,8 +141,8 @@ pub struct Fault {
     pub after_tokens: u64,
 }
 
-fn parse_fault(s: &str) -> Result<Fault, String> {
-    let (kind, when) = s.split_once('@').ok_or_else(|| format!("--fault takes KIND@N[:T], got '{s}'"))?;
+fn parse_fault(s: &str) -> Result<Fault, ArgError> {
+    let (kind, when) = s.split_once('@').ok_or_else(|| ArgError::FaultSyntax(s.to_string()))?;
     let (n, tokens) = match when.split_once(':') {
         Some((n, t)) => (n, Some(t)),
         None => (when, None),
@@ -150,28 +153,20 @@ fn parse_fault(s: &str) -> Result<Fault, String> {
         "stall" => FaultKind::Stall,
         "deaf" => FaultKind::Deaf,
         "garbage" => FaultKind::Garbage,
-        other => return Err(format!("unknown fault '{other}' (die, die-silent, stall, deaf, garbage)")),
+        other => return Err(ArgError::UnknownFault(other.to_string())),
     };
-    let at_request = n
-        .parse::<u64>()
-        .ok()
-        .filter(|&n| n >= 1)
-        .ok_or_else(|| format!("--fault {s}: N must be a positive integer"))?;
+    let at_request = n.parse::<u64>().ok().filter(|&n| n >= 1).ok_or_else(|| ArgError::FaultRequest(s.to_string()))?;
     let after_tokens = match tokens {
         None => 0,
-        Some(t) => t
-            .parse::<u64>()
-            .ok()
-            .filter(|&t| t >= 1)
-            .ok_or_else(|| format!("--fault {s}: T must be a positive integer"))?,
+        Some(t) => t.parse::<u64>().ok().filter(|&t| t >= 1).ok_or_else(|| ArgError::FaultTokens(s.to_string()))?,
     };
     Ok(Fault { kind, at_request, after_tokens })
 }
 
-fn parse_rank_value(s: &str) -> Result<(u16, u64), String> {
-    let (rank, value) = s.split_once('=').ok_or_else(|| format!("expected RANK=VALUE, got '{s}'"))?;
-    let rank = rank.parse().map_err(|_| format!("'{s}': bad rank"))?;
-    let value = value.parse().map_err(|_| format!("'{s}': bad value"))?;
+fn parse_rank_value(s: &str) -> Result<(u16, u64), ArgError> {
+    let (rank, value) = s.split_once('=').ok_or_else(|| ArgError::RankValueSyntax(s.to_string()))?;
+    let rank = rank.parse().map_err(|_| ArgError::Rank(s.to_string()))?;
+    let value = value.parse().map_err(|_| ArgError::RankValue(s.to_string()))?;
     Ok((rank, value))
 }
 

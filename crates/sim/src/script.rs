@@ -6,25 +6,30 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use shardgate_text::tokenizer::Tokenizer;
 
+use crate::error::ScriptError;
+
 #[derive(Debug, Clone)]
 pub struct ScriptLine {
     pub prompt_contains: Option<String>,
     pub text: String,
 }
 
-pub fn load(path: &Path) -> Result<Vec<ScriptLine>, String> {
-    let raw = std::fs::read_to_string(path).map_err(|e| format!("cannot read script {}: {e}", path.display()))?;
+pub fn load(path: &Path) -> Result<Vec<ScriptLine>, ScriptError> {
+    let raw = std::fs::read_to_string(path).map_err(|source| ScriptError::Read { path: path.to_path_buf(), source })?;
     let mut lines = Vec::new();
     for (n, line) in raw.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let v: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| format!("script {} line {}: {e}", path.display(), n + 1))?;
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|source| ScriptError::Json {
+            path: path.to_path_buf(),
+            line: n + 1,
+            source,
+        })?;
         let text = v
             .get("text")
             .and_then(|t| t.as_str())
-            .ok_or_else(|| format!("script {} line {}: needs a string \"text\"", path.display(), n + 1))?;
+            .ok_or_else(|| ScriptError::NoText { path: path.to_path_buf(), line: n + 1 })?;
         let prompt_contains = v.get("prompt_contains").and_then(|p| p.as_str()).map(str::to_string);
         lines.push(ScriptLine { prompt_contains, text: text.to_string() });
     }

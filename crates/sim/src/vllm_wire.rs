@@ -3,6 +3,8 @@
 
 use shardgate_wire::msgpack::{DecodeResult, Kind, Reader, Writer};
 
+use crate::error::RequestError;
+
 /// The parts of an `EngineCoreRequest` the simulator acts on.
 #[derive(Debug, Clone, Default)]
 pub struct AddRequest {
@@ -29,27 +31,26 @@ pub struct AddRequest {
 }
 
 /// Decodes an ADD payload. Errors are what would kill a real engine's input thread.
-pub fn decode_add(payload: &[u8]) -> Result<AddRequest, String> {
-    decode_add_inner(payload).map_err(|e| e.to_string()).and_then(|r| {
-        if let Some(so) = &r.structured_outputs {
-            let kinds = ["json", "regex", "choice", "grammar", "json_object", "structural_tag"];
-            let set = kinds.iter().filter(|k| so.contains_key(**k)).count();
-            if set != 1 {
-                return Err(format!("structured outputs need exactly one constraint, got {set}"));
-            }
-            if !so.contains_key("_backend") {
-                return Err("structured outputs without a _backend".into());
-            }
+pub fn decode_add(payload: &[u8]) -> Result<AddRequest, RequestError> {
+    let r = decode_add_inner(payload)?;
+    if let Some(so) = &r.structured_outputs {
+        let kinds = ["json", "regex", "choice", "grammar", "json_object", "structural_tag"];
+        let set = kinds.iter().filter(|k| so.contains_key(**k)).count();
+        if set != 1 {
+            return Err(RequestError::StructuredOutputsConstraints(set));
         }
-        // vLLM re-runs SamplingParams validation while decoding; mirror the fatal ones.
-        if !(r.top_p > 0.0 && r.top_p <= 1.0) {
-            return Err(format!("top_p must be in (0, 1], got {}", r.top_p));
+        if !so.contains_key("_backend") {
+            return Err(RequestError::StructuredOutputsWithoutBackend);
         }
-        if !(0.0..=2.0).contains(&r.temperature) {
-            return Err(format!("temperature must be in [0, 2], got {}", r.temperature));
-        }
-        Ok(r)
-    })
+    }
+    // vLLM re-runs SamplingParams validation while decoding; mirror the fatal ones.
+    if !(r.top_p > 0.0 && r.top_p <= 1.0) {
+        return Err(RequestError::TopP(r.top_p));
+    }
+    if !(0.0..=2.0).contains(&r.temperature) {
+        return Err(RequestError::Temperature(r.temperature));
+    }
+    Ok(r)
 }
 
 fn decode_add_inner(payload: &[u8]) -> DecodeResult<AddRequest> {
@@ -135,24 +136,21 @@ fn ids(r: &mut Reader<'_>) -> DecodeResult<Vec<u32>> {
     (0..n).map(|_| r.u32()).collect()
 }
 
-pub fn decode_abort(payload: &[u8]) -> Result<Vec<String>, String> {
+pub fn decode_abort(payload: &[u8]) -> DecodeResult<Vec<String>> {
     let mut r = Reader::new(payload);
-    let n = r.array_len().map_err(|e| e.to_string())?;
-    (0..n).map(|_| r.str().map(str::to_string).map_err(|e| e.to_string())).collect()
+    let n = r.array_len()?;
+    (0..n).map(|_| r.str().map(str::to_string)).collect()
 }
 
 /// `[client_index, call_id, method, args]`.
-pub fn decode_utility(payload: &[u8]) -> Result<(usize, u64, String), String> {
+pub fn decode_utility(payload: &[u8]) -> DecodeResult<(usize, u64, String)> {
     let mut r = Reader::new(payload);
-    let go = |r: &mut Reader<'_>| -> DecodeResult<(usize, u64, String)> {
-        r.array_len()?;
-        let client = r.u64()? as usize;
-        let call = r.u64()?;
-        let method = r.str()?.to_string();
-        r.skip()?;
-        Ok((client, call, method))
-    };
-    go(&mut r).map_err(|e| e.to_string())
+    r.array_len()?;
+    let client = r.u64()? as usize;
+    let call = r.u64()?;
+    let method = r.str()?.to_string();
+    r.skip()?;
+    Ok((client, call, method))
 }
 
 /// One request's output in a step.
@@ -192,15 +190,14 @@ pub fn encode_wave_complete(engine_index: u32, wave: u64, timestamp: f64, out: &
 }
 
 /// Decodes START_DP_WAVE: `[wave, exclude_engine_index | nil]`.
-pub fn decode_start_dp_wave(payload: &[u8]) -> Result<(u64, Option<u64>), String> {
-    let mut r = shardgate_wire::msgpack::Reader::new(payload);
-    let n = r.array_len().map_err(|e| e.to_string())?;
+pub fn decode_start_dp_wave(payload: &[u8]) -> Result<(u64, Option<u64>), RequestError> {
+    let mut r = Reader::new(payload);
+    let n = r.array_len()?;
     if n != 2 {
-        return Err(format!("START_DP_WAVE with {n} elements"));
+        return Err(RequestError::StartDpWaveLength(n));
     }
-    let wave = r.u64().map_err(|e| e.to_string())?;
-    let exclude =
-        if r.try_nil().map_err(|e| e.to_string())? { None } else { Some(r.u64().map_err(|e| e.to_string())?) };
+    let wave = r.u64()?;
+    let exclude = if r.try_nil()? { None } else { Some(r.u64()?) };
     Ok((wave, exclude))
 }
 

@@ -19,6 +19,7 @@ use shardgate_text::model::{ModelAssets, ModelSource};
 use shardgate_wire::tokenspeed as ts_wire;
 
 use super::{Running, Sim, Sockets, BLOCK_TOKENS, KV_CAPACITY_TOKENS, TOKENSPEED_VERSION};
+use crate::error::{EngineError, HandshakeError};
 use crate::tokenspeed_wire as ts;
 use crate::vllm_wire::AddRequest;
 use crate::{Args, Backend};
@@ -46,25 +47,30 @@ pub(super) fn engine_eos_ids(args: &Args) -> Vec<u32> {
 /// As `tokenspeed.cli serve --headless`: the model loads first, then HELLO → INIT → READY, then
 /// the ready response on the first input address only (the engine ignores the others) and the
 /// output PUSH to the first output address.
-pub(super) fn handshake_tokenspeed(ctx: &zmq::Context, addr: &str, args: &Args, rank: u16) -> Result<Sockets, String> {
+pub(super) fn handshake_tokenspeed(
+    ctx: &zmq::Context,
+    addr: &str,
+    args: &Args,
+    rank: u16,
+) -> Result<Sockets, HandshakeError> {
     std::thread::sleep(Duration::from_millis(args.load_ms));
     let identity = ts_wire::engine_identity(args.zmq_engine_index + rank);
-    let hs = ctx.socket(zmq::DEALER).map_err(|e| e.to_string())?;
-    hs.set_identity(&identity).map_err(|e| e.to_string())?;
-    hs.set_linger(5000).map_err(|e| e.to_string())?;
-    hs.connect(addr).map_err(|e| format!("cannot dial {addr}: {e}"))?;
+    let hs = ctx.socket(zmq::DEALER)?;
+    hs.set_identity(&identity)?;
+    hs.set_linger(5000)?;
+    hs.connect(addr).map_err(|source| HandshakeError::Dial { addr: addr.to_string(), source })?;
     let mut hello = Vec::new();
     ts_wire::handshake::encode_status("HELLO", &mut hello);
-    hs.send(&hello, 0).map_err(|e| e.to_string())?;
+    hs.send(&hello, 0)?;
     let wait_ms = (ts_wire::ENGINE_INIT_TIMEOUT_S * 1000) as i32;
-    hs.set_rcvtimeo(wait_ms).map_err(|e| e.to_string())?;
-    let init = hs.recv_multipart(0).map_err(|e| format!("timed out waiting for INIT from {addr}: {e}"))?;
+    hs.set_rcvtimeo(wait_ms)?;
+    let init = hs.recv_multipart(0).map_err(|source| HandshakeError::InitTimeout { addr: addr.to_string(), source })?;
     // The engine reads the last frame, so an extra delimiter frame is tolerated.
-    let init = init.last().ok_or("empty INIT")?;
-    let addrs = ts_wire::handshake::decode_init(init).map_err(|e| format!("undecodable INIT: {e}"))?;
+    let init = init.last().ok_or(HandshakeError::EmptyInit)?;
+    let addrs = ts_wire::handshake::decode_init(init).map_err(HandshakeError::UndecodableInit)?;
     let mut ready = Vec::new();
     ts_wire::handshake::encode_status("READY", &mut ready);
-    hs.send(&ready, 0).map_err(|e| e.to_string())?;
+    hs.send(&ready, 0)?;
     let reg = ts_wire::handshake::EngineRegistration {
         max_model_len: args.max_model_len,
         num_gpu_blocks: (KV_CAPACITY_TOKENS as u64) / BLOCK_TOKENS as u64 + 1,
@@ -85,23 +91,25 @@ pub(super) fn handshake_tokenspeed(ctx: &zmq::Context, addr: &str, args: &Args, 
     };
     let mut reg_bytes = Vec::new();
     ts_wire::handshake::encode_registration(&reg, &mut reg_bytes);
-    let input = ctx.socket(zmq::DEALER).map_err(|e| e.to_string())?;
-    input.set_identity(&identity).map_err(|e| e.to_string())?;
-    input.set_rcvhwm(0).map_err(|e| e.to_string())?;
-    input.set_sndhwm(0).map_err(|e| e.to_string())?;
-    input.set_linger(0).map_err(|e| e.to_string())?;
-    input.connect(&addrs.input).map_err(|e| format!("cannot connect input {}: {e}", addrs.input))?;
-    input.send(&reg_bytes, 0).map_err(|e| e.to_string())?;
-    let output = ctx.socket(zmq::PUSH).map_err(|e| e.to_string())?;
-    output.set_sndhwm(0).map_err(|e| e.to_string())?;
-    output.set_linger(4000).map_err(|e| e.to_string())?;
-    output.connect(&addrs.output).map_err(|e| format!("cannot connect output {}: {e}", addrs.output))?;
+    let input = ctx.socket(zmq::DEALER)?;
+    input.set_identity(&identity)?;
+    input.set_rcvhwm(0)?;
+    input.set_sndhwm(0)?;
+    input.set_linger(0)?;
+    input.connect(&addrs.input).map_err(|source| HandshakeError::ConnectInput { addr: addrs.input.clone(), source })?;
+    input.send(&reg_bytes, 0)?;
+    let output = ctx.socket(zmq::PUSH)?;
+    output.set_sndhwm(0)?;
+    output.set_linger(4000)?;
+    output
+        .connect(&addrs.output)
+        .map_err(|source| HandshakeError::ConnectOutput { addr: addrs.output.clone(), source })?;
     drop(hs);
     Ok(Sockets { inputs: vec![input], outputs: vec![output] })
 }
 
 impl Sim {
-    pub(super) fn on_input_tokenspeed(&mut self, frames: Vec<Vec<u8>>) -> Result<(), String> {
+    pub(super) fn on_input_tokenspeed(&mut self, frames: Vec<Vec<u8>>) -> Result<(), EngineError> {
         let [kind, payload, ..] = frames.as_slice() else {
             return self.dropped(format!("a message of {} frame(s); needs type and payload", frames.len()));
         };
@@ -132,7 +140,7 @@ impl Sim {
     }
 
     /// What the engine does with a message it cannot use: log it and carry on, answering nothing.
-    fn dropped(&mut self, why: String) -> Result<(), String> {
+    fn dropped(&mut self, why: String) -> Result<(), EngineError> {
         tracing::warn!("msgpack input: dropping malformed message ({why})");
         self.note(serde_json::json!({"type": "invalid", "reason": why, "rank": self.rank}));
         Ok(())
@@ -155,7 +163,7 @@ impl Sim {
             "rank": self.rank, "engine_index": self.engine_index})
     }
 
-    fn add_tokenspeed(&mut self, add: ts::Add) -> Result<(), String> {
+    fn add_tokenspeed(&mut self, add: ts::Add) -> Result<(), EngineError> {
         if let Some(reason) = ts::validation_error(&add) {
             tracing::warn!("msgpack input: aborting invalid request {}: {reason}", add.rid);
             let row = ts::Row {
@@ -241,7 +249,7 @@ impl Sim {
 
     /// One scheduler round: a token for every running request whose first token is due, and one
     /// batch with the requests whose cadence says so (every finish among them).
-    pub(super) fn step_tokenspeed(&mut self) -> Result<(), String> {
+    pub(super) fn step_tokenspeed(&mut self) -> Result<(), EngineError> {
         let load = self.snapshot();
         let now = Instant::now();
         let mut due: Vec<usize> = Vec::new();
@@ -284,7 +292,7 @@ impl Sim {
         Ok(())
     }
 
-    fn send_rows(&mut self, rows: &[ts::Row<'_>]) -> Result<(), String> {
+    fn send_rows(&mut self, rows: &[ts::Row<'_>]) -> Result<(), EngineError> {
         let load = self.snapshot();
         self.out_buf.clear();
         ts::encode_batch(self.engine_index as u64, rows, &load, &mut self.out_buf);
