@@ -519,7 +519,7 @@ fn parse_percentiles(s: &str) -> Result<Vec<f64>, FlagError> {
 fn parse_percentile_metrics(s: &str) -> Result<Vec<String>, FlagError> {
     let names: Vec<String> = s.split(',').map(str::trim).filter(|m| !m.is_empty()).map(String::from).collect();
     if let Some(bad) = names.iter().find(|m| !PERCENTILE_METRICS.contains(&m.as_str())) {
-        return Err(FlagError::UnknownPercentileMetric(bad.clone()));
+        return Err(FlagError::UnknownPercentileMetric { name: bad.clone(), known: &PERCENTILE_METRICS });
     }
     if names.is_empty() {
         return Err(FlagError::NoPercentileMetrics);
@@ -599,6 +599,14 @@ pub(crate) mod tests {
     struct Cli {
         #[command(flatten)]
         args: BenchArgs,
+    }
+
+    #[test]
+    fn an_unknown_percentile_metric_is_refused_naming_every_known_one() {
+        let e = parse_percentile_metrics("ttft,goodput").err().map(|e| e.to_string());
+        let text = "--percentile-metrics: unknown metric 'goodput' (one of ttft,tpot,itl,e2el,client_queue_time,\
+                    e2el_including_client_queue,itl_per_token,ttft_from_schedule,e2el_from_schedule,ttfb)";
+        assert_eq!(e.as_deref(), Some(text));
     }
 
     /// `shardgate bench` flags parsed as the command line would be (panics on a bad flag).
