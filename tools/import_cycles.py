@@ -231,7 +231,7 @@ def crate_roots(repo):
                 roots.append(os.path.normpath(src))
             if os.path.isdir(os.path.join(dirpath, "src")):
                 roots.append(os.path.normpath(os.path.join(dirpath, "src")))
-    # A root inside another root's tree (src/bin) is the same crate's files.
+    # A directory named by several targets (a package's lib and bin) is one source root.
     return sorted(set(roots))
 
 

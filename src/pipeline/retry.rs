@@ -90,12 +90,7 @@ impl Retry {
         match submit_all(g, &self.link, states, subs).await {
             Ok(()) => Ok(()),
             Err(SubmitError::Fault(fault)) if self.allows(&fault) => self.resend(g, fault, states, subs).await,
-            Err(e) => {
-                if let SubmitError::Fault(fault) = &e {
-                    tracing::warn!("request {} failed: {fault}", g.response_id);
-                }
-                Err(e.to_api_error())
-            }
+            Err(e) => Err(answer(g, e)),
         }
     }
 
@@ -134,13 +129,17 @@ impl Retry {
             g.response_id,
             fault.message
         );
-        result.map_err(|e| {
-            if let SubmitError::Fault(fault) = &e {
-                tracing::warn!("request {} failed: {fault}", g.response_id);
-            }
-            e.to_api_error()
-        })
+        result.map_err(|e| answer(g, e))
     }
+}
+
+/// A submission that stays failed, as the client's answer (a fault is logged; a refusal is the
+/// client's own error and is not).
+fn answer(g: &Generation, e: SubmitError) -> ApiError {
+    if let SubmitError::Fault(fault) = &e {
+        tracing::warn!("request {} failed: {fault}", g.response_id);
+    }
+    e.to_api_error()
 }
 
 /// `worker URL rank R` (`ranks R1, R2` for samples spread over ranks; just the worker when the
