@@ -32,9 +32,10 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 use shardgate::api::fields::Body;
+use shardgate::api::invalid::Names;
 use shardgate::api::openai::chat_format::ChatFormat;
 use shardgate::api::openai::sampling::{self, Api};
-use shardgate::api::openai::sink::Format;
+use shardgate::api::sink::{Format, SseOut};
 use shardgate::pipeline::choice::ChoiceState;
 use shardgate::pipeline::events::{Delta, Event};
 use shardgate::pipeline::params::{self, OutputOptions};
@@ -195,8 +196,14 @@ fn stop_matching(text_pieces: &[String]) -> Row {
 }
 
 fn chunk_encoding(pieces: &[String]) -> Row {
-    let mut format =
-        ChatFormat::new("chatcmpl-0123456789abcdef".into(), 1_764_460_800, "qwen3-demo".into(), false, None);
+    let mut format = ChatFormat::new(
+        "chatcmpl-0123456789abcdef".into(),
+        1_764_460_800,
+        "qwen3-demo".into(),
+        false,
+        None,
+        Names::chat(false),
+    );
     let events: Vec<Event> = pieces
         .iter()
         .map(|p| Event::Delta(Delta { choice: 0, output: ParsedDelta::text(p.clone()), ..Default::default() }))
@@ -204,7 +211,7 @@ fn chunk_encoding(pieces: &[String]) -> Row {
     let (ours, base) = side_by_side(
         events.len(),
         &mut || {
-            let mut out = Vec::with_capacity(4);
+            let mut out = SseOut::default();
             for e in &events {
                 out.clear();
                 format.stream(e, &mut out);
@@ -322,13 +329,19 @@ fn request_validation(model: &ModelAssets) -> f64 {
 /// holdback, the output event, and its SSE chunk. Absolute, against the paced-regime
 /// budget.
 fn whole_token(tok: &Tokenizer, prompt: &[u32], ids: &[u32]) -> f64 {
-    let mut format =
-        ChatFormat::new("chatcmpl-0123456789abcdef".into(), 1_764_460_800, "qwen3-demo".into(), false, None);
+    let mut format = ChatFormat::new(
+        "chatcmpl-0123456789abcdef".into(),
+        1_764_460_800,
+        "qwen3-demo".into(),
+        false,
+        None,
+        Names::chat(false),
+    );
     let opts = OutputOptions { stop: vec!["\n\nUser:".into()], ..Default::default() };
     let mut samples = Vec::new();
     for _ in 0..rounds() {
         let mut state = ChoiceState::new(0, tok, prompt, &opts);
-        let mut out = Vec::with_capacity(4);
+        let mut out = SseOut::default();
         let t = Instant::now();
         for &id in ids {
             state.apply(tok, &opts, TokenEvent { token_ids: vec![id], ..Default::default() });

@@ -1,8 +1,10 @@
 //! The gateway's error model.
 //!
-//! `ApiError` is everything a client can be told: an HTTP status plus the OpenAI error envelope
-//! (`{"error":{"message","type","param","code"}}`). It is turned into bytes in exactly one place,
-//! `ApiError::to_json`, and into a status line by `http::response`. Its constructors take any
+//! `ApiError` is everything a client can be told: an HTTP status, a message, and the details
+//! an API's error envelope carries. It is turned into bytes in exactly one place,
+//! `ApiError::to_json_in`, in the envelope of the API being served (`Envelope`: OpenAI's
+//! `{"error":{"message","type","param","code"}}` or Anthropic's
+//! `{"type":"error","error":{"type","message"}}`), and into a status line by `http::response`. Its constructors take any
 //! `Display` message, so a lower layer's typed error (a tokenizer or template error) becomes
 //! the client's text here, at the edge, and nowhere earlier. Engine and transport faults
 //! are `EngineFault`s: they carry where they came from and whether retrying is safe, and become
@@ -144,25 +146,79 @@ impl ApiError {
         self
     }
 
-    /// The OpenAI error envelope.
-    pub fn to_json(&self) -> String {
+    /// The error in `envelope`'s shape.
+    pub fn to_json_in(&self, envelope: Envelope) -> String {
         let mut out = String::with_capacity(96 + self.message.len());
-        out.push_str("{\"error\":{\"message\":");
-        shardgate_util::json::push_str(&mut out, &self.message);
+        match envelope {
+            Envelope::OpenAi => {
+                out.push_str("{\"error\":");
+                self.push_openai_object(&mut out);
+                out.push('}');
+            }
+            Envelope::Anthropic => {
+                out.push_str("{\"type\":\"error\",\"error\":{\"type\":\"");
+                out.push_str(self.anthropic_type());
+                out.push_str("\",\"message\":");
+                shardgate_util::json::push_str(&mut out, &self.message);
+                out.push_str("}}");
+            }
+        }
+        out
+    }
+
+    /// `{"message","type","param","code"}`: OpenAI's error object.
+    pub fn push_openai_object(&self, out: &mut String) {
+        out.push_str("{\"message\":");
+        shardgate_util::json::push_str(out, &self.message);
         out.push_str(",\"type\":\"");
         out.push_str(self.kind.as_str());
         out.push_str("\",\"param\":");
         match &self.param {
-            Some(p) => shardgate_util::json::push_str(&mut out, p),
+            Some(p) => shardgate_util::json::push_str(out, p),
             None => out.push_str("null"),
         }
         out.push_str(",\"code\":");
         match self.code {
-            Some(c) => shardgate_util::json::push_str(&mut out, c),
+            Some(c) => shardgate_util::json::push_str(out, c),
             None => out.push_str("null"),
         }
-        out.push_str("}}");
-        out
+        out.push('}');
+    }
+
+    /// Anthropic's `error.type`, which its SDKs and clients key on, by status
+    /// (docs.anthropic.com "Errors"; 503 is how this gateway says overloaded).
+    pub fn anthropic_type(&self) -> &'static str {
+        match self.status {
+            401 => "authentication_error",
+            402 => "billing_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            503 | 529 => "overloaded_error",
+            408 | 504 => "timeout_error",
+            s if s >= 500 => "api_error",
+            _ => "invalid_request_error",
+        }
+    }
+}
+
+/// The error envelope an API's clients parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Envelope {
+    #[default]
+    OpenAi,
+    Anthropic,
+}
+
+impl Envelope {
+    /// The envelope of the API a path belongs to.
+    pub fn of_path(path: &str) -> Envelope {
+        if path.starts_with("/v1/messages") {
+            Envelope::Anthropic
+        } else {
+            Envelope::OpenAi
+        }
     }
 }
 
@@ -223,5 +279,37 @@ impl EngineFault {
 impl fmt::Display for EngineFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}: {}", self.source, self.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_api_gets_its_own_envelope() {
+        let e = ApiError::invalid_param("max_tokens", "max_tokens: Field required");
+        assert_eq!(
+            e.to_json_in(Envelope::OpenAi),
+            r#"{"error":{"message":"max_tokens: Field required","type":"invalid_request_error","param":"max_tokens","code":"invalid_value"}}"#
+        );
+        assert_eq!(
+            e.to_json_in(Envelope::Anthropic),
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: Field required"}}"#
+        );
+        let cases = [
+            (ApiError::unauthorized("no key"), "authentication_error"),
+            (ApiError::not_found("no such response"), "not_found_error"),
+            (ApiError::payload_too_large("big"), "request_too_large"),
+            (ApiError::too_many_requests("queue full", 1), "rate_limit_error"),
+            (ApiError::unavailable("no workers"), "overloaded_error"),
+            (ApiError::internal("boom"), "api_error"),
+            (ApiError::request_timeout("slow"), "timeout_error"),
+        ];
+        for (e, kind) in cases {
+            assert_eq!(e.anthropic_type(), kind, "{e}");
+        }
+        assert_eq!(Envelope::of_path("/v1/messages/count_tokens"), Envelope::Anthropic);
+        assert_eq!(Envelope::of_path("/v1/responses"), Envelope::OpenAi);
     }
 }

@@ -2,7 +2,11 @@
 //! `pipeline::request::GenerateRequest` and the pipeline's events back into JSON; they own no
 //! engine or text logic themselves.
 
+pub mod chat_prompt;
 pub mod fields;
+pub mod invalid;
+pub mod model;
 pub mod openai;
 pub mod routes;
 pub mod security;
+pub mod sink;

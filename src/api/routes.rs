@@ -33,6 +33,7 @@ async fn route(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
     let method = req.head.method.as_str();
     let path = req.head.path.trim_end_matches('/');
     let path = if path.is_empty() { "/" } else { path };
+    r.envelope = crate::error::Envelope::of_path(path);
     let security_config = &ctx.shared.config.security;
     if !security_config.cors_allow_origins.is_empty() {
         if let Some(headers) = security::preflight(security_config, &req.head).filter(|_| is_known(path)) {

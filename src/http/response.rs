@@ -10,7 +10,7 @@ use std::time::Duration;
 use monoio::io::{AsyncWriteRentExt, OwnedReadHalf, OwnedWriteHalf};
 use monoio::net::TcpStream;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Envelope};
 
 /// The client went away (write failed or the socket was closed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +33,8 @@ pub struct Responder<'c> {
     status: Option<u16>,
     /// Headers every response carries (CORS and the like), set by the router.
     pub extra_headers: Vec<(&'static str, String)>,
+    /// The error envelope of the API being served, set by the router.
+    pub envelope: Envelope,
     /// A write that makes no progress for this long gives the client up (a reader that stopped
     /// reading would otherwise hold its request, and its engine slot, forever).
     pub write_timeout: Duration,
@@ -85,6 +87,7 @@ impl<'c> Responder<'c> {
             state: State::Idle,
             status: None,
             extra_headers: Vec::new(),
+            envelope: Envelope::OpenAi,
             write_timeout: Duration::from_secs(crate::limits::stream_write_timeout_s_default),
             write_watch: None,
         }
@@ -204,9 +207,9 @@ impl<'c> Responder<'c> {
         self.send(status, "application/json", body, &[]).await
     }
 
-    /// An error in the OpenAI envelope, with `Retry-After` when it has one.
+    /// An error in the served API's envelope, with `Retry-After` when it has one.
     pub async fn send_error(&mut self, e: &ApiError) -> Result<(), ClientGone> {
-        let body = e.to_json();
+        let body = e.to_json_in(self.envelope);
         let retry;
         let mut extra: Vec<(&str, &str)> = Vec::new();
         if let Some(s) = e.retry_after_s {
@@ -224,23 +227,32 @@ impl<'c> Responder<'c> {
         self.write_buf().await
     }
 
-    /// Queues one `data: <payload>\n\n` event; `flush` sends everything queued as one chunk.
-    pub fn push_sse(&mut self, payload: &[u8]) {
+    /// Queues one event, `data: <payload>\n\n`, with an `event: <name>` line first when named
+    /// (clients of APIs with named events drop events that have none); `flush` sends everything
+    /// queued as one chunk.
+    pub fn push_sse(&mut self, name: Option<&str>, payload: &[u8]) {
         debug_assert_eq!(self.state, State::Streaming);
-        if self.buf.is_empty() && !self.http10 {
-            // Room for the chunk-size line, patched in `flush`.
-            self.buf.extend_from_slice(CHUNK_HEADER_PLACEHOLDER);
+        self.reserve_chunk_header();
+        if let Some(name) = name {
+            self.buf.extend_from_slice(b"event: ");
+            self.buf.extend_from_slice(name.as_bytes());
+            self.buf.push(b'\n');
         }
         self.buf.extend_from_slice(b"data: ");
         self.buf.extend_from_slice(payload);
         self.buf.extend_from_slice(b"\n\n");
     }
 
-    /// Queues an SSE comment line (keep-alive).
-    pub fn push_sse_comment(&mut self, comment: &str) {
+    /// The first bytes of a chunk leave room for its size line, patched in `flush`.
+    fn reserve_chunk_header(&mut self) {
         if self.buf.is_empty() && !self.http10 {
             self.buf.extend_from_slice(CHUNK_HEADER_PLACEHOLDER);
         }
+    }
+
+    /// Queues an SSE comment line (keep-alive).
+    pub fn push_sse_comment(&mut self, comment: &str) {
+        self.reserve_chunk_header();
         self.buf.extend_from_slice(b": ");
         self.buf.extend_from_slice(comment.as_bytes());
         self.buf.extend_from_slice(b"\n\n");
@@ -272,9 +284,8 @@ impl<'c> Responder<'c> {
         self.write_from(start).await
     }
 
-    /// Ends the stream: `data: [DONE]` and the terminating chunk, in one write.
-    pub async fn finish_sse(&mut self) -> Result<(), ClientGone> {
-        self.push_sse(b"[DONE]");
+    /// Ends the stream: what is queued and the terminating chunk, in one write.
+    pub async fn end_sse(&mut self) -> Result<(), ClientGone> {
         self.state = State::Done;
         if self.http10 {
             // HTTP/1.0 streams end by closing the connection.

@@ -18,9 +18,30 @@ pub use histogram::Histogram;
 pub enum Endpoint {
     Chat = 0,
     Completions = 1,
+    Messages = 2,
+    Responses = 3,
 }
 
-pub const ENDPOINTS: [(Endpoint, &str); 2] = [(Endpoint::Chat, "chat"), (Endpoint::Completions, "completions")];
+/// Every endpoint and its `endpoint` label.
+pub const ENDPOINTS: [(Endpoint, &str); N_ENDPOINTS] = [
+    (Endpoint::Chat, "chat"),
+    (Endpoint::Completions, "completions"),
+    (Endpoint::Messages, "messages"),
+    (Endpoint::Responses, "responses"),
+];
+const N_ENDPOINTS: usize = 4;
+
+impl Endpoint {
+    /// The endpoint's requests, in log lines.
+    pub fn label(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "chat completion",
+            Endpoint::Completions => "completion",
+            Endpoint::Messages => "message",
+            Endpoint::Responses => "response",
+        }
+    }
+}
 
 /// Why a request failed, as `error_type` (SMG's values).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,20 +90,20 @@ fn add(c: &AtomicU64, v: u64) {
 #[derive(Default)]
 pub struct ShardMetrics {
     /// [endpoint][streaming]
-    pub requests: [[AtomicU64; 2]; 2],
+    pub requests: [[AtomicU64; 2]; N_ENDPOINTS],
     /// [endpoint][error type]
-    pub errors: [[AtomicU64; 6]; 2],
+    pub errors: [[AtomicU64; 6]; N_ENDPOINTS],
     /// [endpoint] input / output tokens
-    pub tokens_input: [AtomicU64; 2],
-    pub tokens_output: [AtomicU64; 2],
+    pub tokens_input: [AtomicU64; N_ENDPOINTS],
+    pub tokens_output: [AtomicU64; N_ENDPOINTS],
     /// [endpoint], streaming requests only
-    pub ttft: [Histogram; 2],
+    pub ttft: [Histogram; N_ENDPOINTS],
     /// Of `ttft`, the gateway's own part (arrival to submission, first output to first chunk).
-    pub gateway_ttft: [Histogram; 2],
-    pub tpot: [Histogram; 2],
-    pub duration: [Histogram; 2],
+    pub gateway_ttft: [Histogram; N_ENDPOINTS],
+    pub tpot: [Histogram; N_ENDPOINTS],
+    pub duration: [Histogram; N_ENDPOINTS],
     /// [endpoint] generations sent once more after their engine failed before any output.
-    pub retries: [AtomicU64; 2],
+    pub retries: [AtomicU64; N_ENDPOINTS],
     /// Responses by status (index in `STATUSES`; last slot: anything else).
     pub responses: [AtomicU64; STATUSES.len() + 1],
     pub http_requests: AtomicU64,

@@ -2,7 +2,7 @@
 //! is wrong with it, with the values involved. No text: an API adapter names the field its own
 //! way (one endpoint's prompt is another's conversation; an output bound is named after the
 //! field the request set it with) and words the message as its API does
-//! (`api::openai::invalid` words vLLM's).
+//! (`api::invalid` words vLLM's).
 
 use std::fmt;
 

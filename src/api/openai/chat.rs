@@ -6,38 +6,38 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use super::chat_format::ChatFormat;
-use super::invalid::Names;
 use super::sampling::{self, Api, Sampling};
-use super::sink::serve;
-use super::tools::{self, ToolChoice};
+use super::tools;
+use crate::api::chat_prompt::{ChatPrompt, ToolChoice};
 use crate::api::fields::{Body, Fields};
+use crate::api::invalid::Names;
+use crate::api::sink::serve;
 use crate::error::ApiError;
 use crate::http::response::Responder;
 use crate::metrics::Endpoint;
-use crate::pipeline::constraint::ForcedTool;
 use crate::pipeline::parse::ParseSpec;
 use crate::pipeline::plan::{plan, Generation};
 use crate::pipeline::request::{GenerateRequest, Prompt};
 use crate::shard::ShardCtx;
-use shardgate_text::template::{ChatTemplate, RenderInput};
+use shardgate_text::template::ChatTemplate;
 use shardgate_text::ModelAssets;
 
 pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
-    serve(ctx, Endpoint::Chat, r, |started| prepare(ctx, body, started)).await
+    serve(ctx, Endpoint::Chat, r, async |started| prepare(ctx, body, started)).await
 }
 
 /// Everything before dispatch: the request read, the prompt rendered and tokenized, then
 /// validated and a worker chosen (`plan`).
-fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(Generation, ChatFormat, Names), ApiError> {
+fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(Generation, ChatFormat), ApiError> {
     let body = Body::parse(body)?;
     let f = body.fields();
-    let model = super::models::resolve(ctx, &f)?;
+    let model = crate::api::model::resolve(ctx, &f)?;
     let names = Names::chat(f.has("max_completion_tokens"));
     let Sampling { request: sampling, include_usage } = sampling::read(&f, Api::Chat)?;
     let template = ctx.chat_template(&model).map_err(ApiError::bad_request)?;
     check_mrope_over_tokenspeed(ctx, &model, &f)?;
-    let RenderedChat { prompt, conversation, tools, tool_choice, thinking_on } = render_prompt(&model, &template, &f)?;
-    let parse = parse_spec(ctx, &f, &model.served_name, tools, &tool_choice, thinking_on, &conversation)?;
+    let RenderedChat { prompt, chat } = render_prompt(&model, &template, &f)?;
+    let parse = parse_spec(ctx, &f, &model.served_name, &chat)?;
     let prompt = Prompt::from_text(ctx, &model, &prompt, false, false)?;
     let id = shardgate_util::ids::response_id("chatcmpl");
     let request = GenerateRequest {
@@ -51,9 +51,15 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(Generat
     };
     let g = plan(ctx, request).map_err(|e| names.refusal(e))?;
     let logprobs = g.params.output.logprobs.map(|k| k as usize);
-    let format =
-        ChatFormat::new(id, shardgate_util::time::unix_time_s(), model.served_name.clone(), include_usage, logprobs);
-    Ok((g, format, names))
+    let format = ChatFormat::new(
+        id,
+        shardgate_util::time::unix_time_s(),
+        model.served_name.clone(),
+        include_usage,
+        logprobs,
+        names,
+    );
+    Ok((g, format))
 }
 
 /// SMG's "Features and Limits": TokenSpeed's ZMQ wire has no field for MRoPE position
@@ -84,10 +90,7 @@ fn check_mrope_over_tokenspeed(ctx: &ShardCtx, model: &ModelAssets, f: &Fields<'
 /// A chat request's prompt, and what rendering it decided.
 pub struct RenderedChat {
     pub prompt: String,
-    pub conversation: serde_json::Value,
-    pub tools: Vec<shardgate_parsers::tool::ToolSpec>,
-    pub tool_choice: ToolChoice,
-    pub thinking_on: bool,
+    pub chat: ChatPrompt,
 }
 
 /// Renders a chat request's prompt exactly as the endpoint does (also behind
@@ -106,55 +109,28 @@ pub fn render_prompt(model: &ModelAssets, template: &ChatTemplate, f: &Fields<'_
     let tools = tools::parse_tools(f)?;
     let tool_choice = tools::parse_tool_choice(f, &tools)?;
     let (variables, thinking_on) = super::thinking::template_variables(f, template_source)?;
-    let mut extra: Vec<(String, serde_json::Value)> =
-        model.special_tokens.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
-    extra.extend(variables);
-    let prompt = template
-        .render(&RenderInput {
-            messages: &conversation,
-            tools: f.get("tools").filter(|_| !tools.is_empty()),
-            documents: f.get("documents"),
-            add_generation_prompt,
-            continue_final_message,
-            extra: &extra,
-        })
-        .map_err(|e| ApiError::bad_request(e).with_param("messages"))?;
-    Ok(RenderedChat { prompt, conversation, tools, tool_choice, thinking_on })
+    let chat = ChatPrompt {
+        conversation,
+        tools,
+        template_tools: f.get("tools").cloned(),
+        tool_choice,
+        variables,
+        thinking_on,
+        documents: f.get("documents").cloned(),
+        add_generation_prompt,
+        continue_final_message,
+    };
+    let prompt = chat.render(model, template, "messages")?;
+    Ok(RenderedChat { prompt, chat })
 }
 
-/// The parse stage this request gets: the model's reasoning parser (unless reasoning
-/// separation is off), and its tool-call parser when tools may be called.
-fn parse_spec(
-    ctx: &ShardCtx,
-    f: &Fields<'_>,
-    model_name: &str,
-    tools: Vec<shardgate_parsers::tool::ToolSpec>,
-    tool_choice: &ToolChoice,
-    thinking_on: bool,
-    conversation: &serde_json::Value,
-) -> Result<ParseSpec, ApiError> {
-    let parsers = ctx.shared.parsers();
+/// The parse stage this request gets (`separate_reasoning` off: no reasoning parser).
+fn parse_spec(ctx: &ShardCtx, f: &Fields<'_>, model_name: &str, chat: &ChatPrompt) -> Result<ParseSpec, ApiError> {
     let separate_reasoning = f.bool("separate_reasoning")?.unwrap_or(true);
-    let tool_parser = if *tool_choice == ToolChoice::None || tools.is_empty() { None } else { parsers.tool };
-    let forced = match tool_choice {
-        ToolChoice::Required => Some(ForcedTool::Required),
-        ToolChoice::Named(name) => Some(ForcedTool::Named(name.clone())),
-        ToolChoice::None | ToolChoice::Auto => None,
-    };
     // Read only for a forced call, the one place it matters.
-    let parallel_tool_calls = match forced {
-        Some(_) => f.bool("parallel_tool_calls")?.unwrap_or(true),
-        None => true,
+    let parallel_tool_calls = match chat.tool_choice {
+        ToolChoice::Required | ToolChoice::Named(_) => f.bool("parallel_tool_calls")?.unwrap_or(true),
+        ToolChoice::None | ToolChoice::Auto => true,
     };
-    Ok(ParseSpec {
-        reasoning_parser: parsers.reasoning,
-        tool_parser,
-        tools,
-        force_reasoning_start: thinking_on,
-        separate_reasoning,
-        model_name: model_name.to_string(),
-        prior_tool_calls: tools::prior_tool_calls(conversation),
-        forced,
-        parallel_tool_calls,
-    })
+    Ok(chat.parse_spec(ctx, model_name, separate_reasoning, parallel_tool_calls))
 }

@@ -2,8 +2,12 @@
 //! (a role chunk per choice, then reasoning, content and tool-call deltas, a finish chunk, and
 //! a usage chunk when asked), or one `chat.completion` body.
 
-use super::render::{finish_reason, push_chat_logprobs, push_header, push_stop_reason, push_usage};
-use super::sink::Format;
+use super::render::{
+    finish_reason, push_chat_logprobs, push_done, push_header, push_stop_reason, push_stream_error, push_usage,
+};
+use crate::api::invalid::Names;
+use crate::api::sink::{Format, SseOut};
+use crate::error::ApiError;
 use crate::pipeline::choice::TokenLogprob;
 use crate::pipeline::events::{Collected, Delta, Event, Finished, Usage};
 use shardgate_util::json::{push_int, push_str};
@@ -18,12 +22,21 @@ pub struct ChatFormat {
     usage_field: bool,
     /// `top_logprobs` when logprobs were asked for.
     logprobs: Option<usize>,
+    /// How this request names its fields in errors.
+    names: Names,
 }
 
 impl ChatFormat {
     /// `usage_field`: every chunk carries `"usage"`; `logprobs`: the top logprobs asked for.
-    pub fn new(id: String, created: u64, model: String, usage_field: bool, logprobs: Option<usize>) -> Self {
-        ChatFormat { id, created, model, usage_field, logprobs }
+    pub fn new(
+        id: String,
+        created: u64,
+        model: String,
+        usage_field: bool,
+        logprobs: Option<usize>,
+        names: Names,
+    ) -> Self {
+        ChatFormat { id, created, model, usage_field, logprobs, names }
     }
 
     /// A chunk whose delta is one text field.
@@ -86,7 +99,7 @@ impl ChatFormat {
     }
 
     /// Reasoning, then content (carrying the logprobs), then one chunk per tool-call piece.
-    fn stream_delta(&self, out: &mut Vec<String>, d: &Delta) {
+    fn stream_delta(&self, out: &mut SseOut, d: &Delta) {
         let (output, usage) = (&d.output, d.usage.as_ref());
         if !output.reasoning.is_empty() {
             out.push(self.delta_chunk(d.choice, "reasoning_content", &output.reasoning, &[], usage));
@@ -174,7 +187,7 @@ fn push_message(s: &mut String, c: &Collected) {
 }
 
 impl Format for ChatFormat {
-    fn stream(&mut self, event: &Event, out: &mut Vec<String>) {
+    fn stream(&mut self, event: &Event, out: &mut SseOut) {
         match event {
             Event::Start { choice } => out.push(self.role_chunk(*choice)),
             Event::PromptLogprobs { .. } => {}
@@ -185,7 +198,19 @@ impl Format for ChatFormat {
         }
     }
 
-    fn body(&self, choices: &[Collected], usage: &Usage) -> String {
+    fn end_stream(&mut self, out: &mut SseOut) {
+        push_done(out);
+    }
+
+    fn client_error(&self, e: &ApiError) -> ApiError {
+        self.names.engine_error(e)
+    }
+
+    fn stream_error(&mut self, e: &ApiError, out: &mut SseOut) {
+        push_stream_error(e, out);
+    }
+
+    fn body(&mut self, choices: &[Collected], usage: &Usage) -> String {
         let mut s = String::with_capacity(256 + choices.iter().map(|c| c.content.len() + 96).sum::<usize>());
         s.push('{');
         push_header(&mut s, &self.id, "chat.completion", self.created, &self.model);

@@ -13,7 +13,7 @@ use shardgate_parsers::tool::ToolSpec;
 const USAGE: Usage = Usage { prompt_tokens: 7, completion_tokens: 11, cached_tokens: 2 };
 
 fn format() -> ChatFormat {
-    ChatFormat::new("chatcmpl-test".into(), 1_700_000_000, "m".into(), true, Some(1))
+    ChatFormat::new("chatcmpl-test".into(), 1_700_000_000, "m".into(), true, Some(1), Names::chat(false))
 }
 
 /// Reasoning, text and a tool call in Qwen's syntax.
@@ -80,10 +80,11 @@ struct Accumulated {
 
 fn streamed(events: &[Event]) -> Accumulated {
     let mut f = format();
-    let mut payloads = Vec::new();
+    let mut out = SseOut::default();
     for e in events {
-        f.stream(e, &mut payloads);
+        f.stream(e, &mut out);
     }
+    let payloads: Vec<String> = out.drain().map(|(_, data)| data).collect();
     let mut a = Accumulated::default();
     for p in &payloads {
         let chunk: Value = serde_json::from_str(p).expect("every payload is JSON");
@@ -180,10 +181,11 @@ fn streamed_chunks_add_up_to_the_one_shot_body_at_every_split() {
 #[test]
 fn a_stream_opens_with_the_role_and_ends_with_finish_and_usage() {
     let mut f = format();
-    let mut out = Vec::new();
+    let mut sse = SseOut::default();
     for e in events(&["Hi"], false) {
-        f.stream(&e, &mut out);
+        f.stream(&e, &mut sse);
     }
+    let out: Vec<String> = sse.drain().map(|(_, data)| data).collect();
     let head = "{\"id\":\"chatcmpl-test\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"m\",\
                 \"choices\":[{\"index\":0,";
     let usage = "{\"prompt_tokens\":7,\"total_tokens\":18,\"completion_tokens\":11,\"prompt_tokens_details\":\

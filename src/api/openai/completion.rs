@@ -8,10 +8,10 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::completion_format::CompletionFormat;
-use super::invalid::Names;
 use super::sampling::{self, Api, Sampling};
-use super::sink::serve;
 use crate::api::fields::Body;
+use crate::api::invalid::Names;
+use crate::api::sink::serve;
 use crate::error::ApiError;
 use crate::http::response::Responder;
 use crate::limits;
@@ -23,18 +23,14 @@ use crate::shard::ShardCtx;
 use shardgate_text::ModelAssets;
 
 pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
-    serve(ctx, Endpoint::Completions, r, |started| prepare(ctx, body, started)).await
+    serve(ctx, Endpoint::Completions, r, async |started| prepare(ctx, body, started)).await
 }
 
-fn prepare(
-    ctx: &Rc<ShardCtx>,
-    body: &[u8],
-    started: Instant,
-) -> Result<(Generation, CompletionFormat, Names), ApiError> {
+fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(Generation, CompletionFormat), ApiError> {
     let names = Names::COMPLETIONS;
     let body = Body::parse(body)?;
     let f = body.fields();
-    let model = super::models::resolve(ctx, &f)?;
+    let model = crate::api::model::resolve(ctx, &f)?;
     let Sampling { request: sampling, include_usage } = sampling::read(&f, Api::Completion)?;
     let raw = f.get("prompt").ok_or_else(|| ApiError::invalid_param("prompt", "'prompt' is required"))?;
     let prompts = parse_prompts(ctx, raw, &model, sampling.echo, &names)?;
@@ -57,7 +53,7 @@ fn prepare(
         &g.params,
         g.prompts.iter().map(|p| p.text.clone().unwrap_or_default()).collect(),
     );
-    Ok((g, format, names))
+    Ok((g, format))
 }
 
 /// The prompt field's forms. Token ids must be non-negative integers; whether they lie inside

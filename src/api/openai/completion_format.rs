@@ -3,9 +3,12 @@
 //! chunk when asked), or one body.
 
 use super::render::{
-    finish_reason, next_text_offset, push_completion_logprobs, push_header, push_stop_reason, push_usage,
+    finish_reason, next_text_offset, push_completion_logprobs, push_done, push_header, push_stop_reason,
+    push_stream_error, push_usage,
 };
-use super::sink::Format;
+use crate::api::invalid::Names;
+use crate::api::sink::{Format, SseOut};
+use crate::error::ApiError;
 use crate::pipeline::choice::{Finish, TokenLogprob};
 use crate::pipeline::events::{Collected, Event, Usage};
 use crate::pipeline::params::RequestParams;
@@ -163,7 +166,7 @@ impl CompletionFormat {
 }
 
 impl Format for CompletionFormat {
-    fn stream(&mut self, event: &Event, out: &mut Vec<String>) {
+    fn stream(&mut self, event: &Event, out: &mut SseOut) {
         match event {
             Event::Start { .. } => {}
             Event::PromptLogprobs { choice, rows } => {
@@ -184,7 +187,19 @@ impl Format for CompletionFormat {
         }
     }
 
-    fn body(&self, choices: &[Collected], usage: &Usage) -> String {
+    fn end_stream(&mut self, out: &mut SseOut) {
+        push_done(out);
+    }
+
+    fn client_error(&self, e: &ApiError) -> ApiError {
+        Names::COMPLETIONS.engine_error(e)
+    }
+
+    fn stream_error(&mut self, e: &ApiError, out: &mut SseOut) {
+        push_stream_error(e, out);
+    }
+
+    fn body(&mut self, choices: &[Collected], usage: &Usage) -> String {
         let mut s = String::with_capacity(256 + choices.iter().map(|c| c.content.len() + 128).sum::<usize>());
         s.push('{');
         push_header(&mut s, &self.id, "text_completion", self.created, &self.model);
@@ -273,10 +288,11 @@ mod tests {
     fn streamed_chunks_add_up_to_the_one_shot_body() {
         let pieces = ["Hel", "lo", " wörld"];
         let mut f = format();
-        let mut payloads = Vec::new();
+        let mut out = SseOut::default();
         for e in events(&pieces) {
-            f.stream(&e, &mut payloads);
+            f.stream(&e, &mut out);
         }
+        let payloads: Vec<String> = out.drain().map(|(_, data)| data).collect();
         let chunks: Vec<Value> = payloads.iter().map(|p| serde_json::from_str(p).expect("JSON")).collect();
         let streamed = accumulate(&chunks.iter().map(|c| &c["choices"][0]).collect::<Vec<_>>());
         let mut collector = Collector::default();

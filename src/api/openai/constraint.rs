@@ -157,7 +157,7 @@ fn choice(v: &Value, param: &str) -> Result<Constraint, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::openai::invalid::Names;
+    use crate::api::invalid::Names;
     use serde_json::json;
 
     fn parsed(body: Value) -> Result<Option<Constraint>, ApiError> {

@@ -2,9 +2,9 @@
 //!
 //! The generation endpoints are adapters around the pipeline: each reads its request's fields
 //! into the neutral `pipeline::request::GenerateRequest` (`chat`, `completion`, with the
-//! fields they share in `sampling`, `constraint`, `conversation`, `thinking`, `tools`), names
-//! the pipeline's refusals its own way (`invalid`), and renders the pipeline's events
-//! (`chat_format`, `completion_format`) through `sink`. Responses are written by hand into
+//! fields they share in `sampling`, `constraint`, `conversation`, `thinking`, `tools`; chat's
+//! prompt through `api::chat_prompt`), names the pipeline's refusals (`api::invalid`), and
+//! renders the pipeline's events (`chat_format`, `completion_format`) through `api::sink`. Responses are written by hand into
 //! strings (no serializer round trip per token); the shapes follow
 //! `shared/reference/openai-api.md` (role chunk, content deltas, one finish chunk per choice, a
 //! usage chunk with `choices: []` only when asked).
@@ -15,11 +15,9 @@ pub mod completion;
 pub mod completion_format;
 pub mod constraint;
 pub mod conversation;
-pub mod invalid;
 pub mod models;
 pub mod render;
 pub mod sampling;
-pub mod sink;
 pub mod thinking;
 pub mod tokenize;
 pub mod tools;

@@ -1,31 +1,12 @@
-//! `GET /v1/models`, `GET /v1/models/{id}`, and resolving a request's `model`.
+//! `GET /v1/models` and `GET /v1/models/{id}`.
 
 use std::rc::Rc;
-use std::sync::Arc;
 
-use crate::api::fields::Fields;
+use crate::api::model::loaded;
 use crate::error::ApiError;
 use crate::shard::ShardCtx;
 use shardgate_text::ModelAssets;
 use shardgate_util::json::{push_int, push_str};
-
-/// The loaded model, if the request names it (or names none).
-pub fn resolve(ctx: &ShardCtx, f: &Fields<'_>) -> Result<Arc<ModelAssets>, ApiError> {
-    let model = loaded(ctx)?;
-    match f.str("model")? {
-        Some(name) if name != model.served_name => Err(ApiError::model_not_found(name)),
-        _ => Ok(model),
-    }
-}
-
-/// The model once its tokenizer has loaded; 503 before that (or if loading failed).
-pub fn loaded(ctx: &ShardCtx) -> Result<Arc<ModelAssets>, ApiError> {
-    match ctx.shared.model() {
-        Some(Ok(m)) => Ok(m.clone()),
-        Some(Err(e)) => Err(ApiError::unavailable(format!("the model failed to load: {e}"))),
-        None => Err(ApiError::unavailable("tokenizer not yet registered")),
-    }
-}
 
 fn model_object(ctx: &ShardCtx, m: &ModelAssets, out: &mut String) {
     let max_model_len = ctx.max_model_len();

@@ -1,6 +1,8 @@
-//! JSON fragments shared by the chat and completions renderers.
+//! JSON fragments shared by the chat and completions renderers, and how their streams end.
 
+use crate::api::sink::SseOut;
 use crate::engine::{FinishReason, StopReason};
+use crate::error::{ApiError, Envelope};
 use crate::pipeline::choice::{Finish, TokenLogprob};
 use crate::pipeline::events::Usage;
 use shardgate_util::json::{push_f64, push_int, push_str};
@@ -164,4 +166,16 @@ pub fn push_completion_logprobs(out: &mut String, rows: &[TokenLogprob], offset_
         out.push('}');
     }
     out.push_str("]}");
+}
+
+/// A chat or completions stream ends with `data: [DONE]`.
+pub fn push_done(out: &mut SseOut) {
+    out.push("[DONE]".to_string());
+}
+
+/// A failure after a chat or completions stream began: the error envelope as one more event,
+/// then `[DONE]` (the SDKs raise on an `error` payload).
+pub fn push_stream_error(e: &ApiError, out: &mut SseOut) {
+    out.push(e.to_json_in(Envelope::OpenAi));
+    push_done(out);
 }

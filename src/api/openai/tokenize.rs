@@ -11,7 +11,7 @@ use shardgate_util::json::{push_int, push_str};
 pub fn tokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
     let body = Body::parse(body)?;
     let f = body.fields();
-    let model = super::models::resolve(ctx, &f)?;
+    let model = crate::api::model::resolve(ctx, &f)?;
     let add_special_tokens = f.bool("add_special_tokens")?;
     let ids = if f.has("messages") {
         // The prompt chat completions would render for the same messages.
@@ -46,7 +46,7 @@ pub fn tokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
 pub fn detokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
     let body = Body::parse(body)?;
     let f = body.fields();
-    let model = super::models::resolve(ctx, &f)?;
+    let model = crate::api::model::resolve(ctx, &f)?;
     let ids = f.ids("tokens")?.ok_or_else(|| ApiError::invalid_param("tokens", "'tokens' is required"))?;
     let mut checked = Vec::with_capacity(ids.len());
     for id in ids {

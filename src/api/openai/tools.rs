@@ -2,18 +2,10 @@
 
 use serde_json::Value;
 
+use crate::api::chat_prompt::ToolChoice;
 use crate::api::fields::Fields;
 use crate::error::ApiError;
 use shardgate_parsers::tool::ToolSpec;
-
-/// How the model may use the tools.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ToolChoice {
-    None,
-    Auto,
-    Required,
-    Named(String),
-}
 
 /// The request's function tools, validated.
 pub fn parse_tools(f: &Fields<'_>) -> Result<Vec<ToolSpec>, ApiError> {
@@ -96,14 +88,6 @@ pub fn parse_tool_choice(f: &Fields<'_>, tools: &[ToolSpec]) -> Result<ToolChoic
         }
     }
     Ok(choice)
-}
-
-/// Tool calls already made in the conversation (Kimi call ids count across it).
-pub fn prior_tool_calls(conversation: &Value) -> usize {
-    conversation
-        .as_array()
-        .map(|msgs| msgs.iter().filter_map(|m| m.get("tool_calls").and_then(Value::as_array)).map(Vec::len).sum())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

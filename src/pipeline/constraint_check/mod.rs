@@ -17,7 +17,7 @@ use crate::engine::Constraint;
 use crate::limits;
 
 /// Why a constraint was refused: each kind is one of vLLM's answers for the same input (with its
-/// xgrammar backend; `api::openai::invalid` words them), `detail` says what was wrong.
+/// xgrammar backend; `api::invalid` words them), `detail` says what was wrong.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Invalid {
     RegexNul,

@@ -1,4 +1,4 @@
-//! The pipeline's refusals as OpenAI errors: each neutral field by the name this endpoint gave
+//! The pipeline's refusals as client errors: each neutral field by the name this endpoint gave
 //! it (`param`), and each problem in the words `vllm serve` answers with, so clients and their
 //! tests see the same 400s from either.
 
