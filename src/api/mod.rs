@@ -10,3 +10,5 @@ pub mod openai;
 pub mod routes;
 pub mod security;
 pub mod sink;
+#[cfg(test)]
+pub mod test_events;

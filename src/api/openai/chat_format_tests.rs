@@ -4,11 +4,8 @@
 use serde_json::Value;
 
 use super::*;
-use crate::engine::FinishReason;
-use crate::pipeline::choice::Finish;
-use crate::pipeline::events::{Collector, Delta, Finished};
-use crate::pipeline::parse::{OutputParser, ParseSpec, ParsedDelta};
-use shardgate_parsers::tool::ToolSpec;
+use crate::api::test_events;
+use crate::pipeline::events::Collector;
 
 const USAGE: Usage = Usage { prompt_tokens: 7, completion_tokens: 11, cached_tokens: 2 };
 
@@ -16,54 +13,9 @@ fn format() -> ChatFormat {
     ChatFormat::new("chatcmpl-test".into(), 1_700_000_000, "m".into(), true, Some(1), Names::chat(false))
 }
 
-/// Reasoning, text and a tool call in Qwen's syntax.
-fn spec() -> ParseSpec {
-    ParseSpec {
-        reasoning_parser: Some("qwen3"),
-        tool_parser: Some("qwen"),
-        tools: vec![ToolSpec { name: "get_weather".into(), parameters: None }],
-        separate_reasoning: true,
-        model_name: "m".into(),
-        ..Default::default()
-    }
-}
-
-const TEXT: &str =
-    "<think>plan \"a\"\n</think>Hello, wörld 🎉 <tool_call>\n{\"name\": \"get_weather\", \"arguments\": \
-                    {\"city\": \"Paris\"}}\n</tool_call>";
-
-/// A choice's events as the pipeline hands them out: one `Delta` per piece (the parse stage
-/// closed with the last), then the end.
+/// A choice's events with the pipeline's parse stage (Qwen's syntax) or as plain text.
 fn events(pieces: &[&str], parsed: bool) -> Vec<Event> {
-    let mut parser = parsed.then(|| OutputParser::new(&spec()).expect("parsers exist"));
-    let mut out = vec![Event::Start { choice: 0 }];
-    for (k, piece) in pieces.iter().enumerate() {
-        let mut output = match &mut parser {
-            Some(p) => p.push(piece),
-            None => ParsedDelta::text(piece.to_string()),
-        };
-        if let (Some(p), true) = (&mut parser, k + 1 == pieces.len()) {
-            let tail = p.finish();
-            output.content.push_str(&tail.content);
-            output.reasoning.push_str(&tail.reasoning);
-            output.calls.extend(tail.calls);
-        }
-        // One logprob row per piece, so that rows travel with text.
-        let row = TokenLogprob {
-            token: piece.to_string(),
-            logprob: Some(-0.5),
-            alternatives: vec![(piece.to_string(), -0.5)],
-        };
-        let logprobs = if parsed { Vec::new() } else { vec![row] };
-        if !output.is_empty() || !logprobs.is_empty() {
-            out.push(Event::Delta(Delta { choice: 0, output, logprobs, usage: None }));
-        }
-    }
-    let tool_calls = parser.as_ref().is_some_and(OutputParser::ends_in_tool_calls);
-    let finish = Finish { reason: FinishReason::Stop, stop_reason: None };
-    out.push(Event::Finished(Finished { choice: 0, finish, tool_calls, usage: None }));
-    out.push(Event::Usage(USAGE));
-    out
+    test_events::choice_events(pieces, parsed.then(test_events::qwen_spec).as_ref(), USAGE)
 }
 
 /// What a client accumulates: message fields, tool calls (id, name, arguments), logprob tokens,
@@ -157,22 +109,22 @@ fn without_ids(mut a: Accumulated) -> Accumulated {
 #[test]
 fn streamed_chunks_add_up_to_the_one_shot_body_at_every_split() {
     for parsed in [false, true] {
-        let whole = one_shot(events(&[TEXT], parsed));
+        let whole = one_shot(events(&[test_events::QWEN_TEXT], parsed));
         if parsed {
             assert_eq!((whole.reasoning.as_str(), whole.content.as_str()), ("plan \"a\"\n", "Hello, wörld 🎉 "));
             assert_eq!(whole.calls.len(), 1, "{whole:?}");
             assert_eq!(whole.finish_reason, "tool_calls");
         } else {
-            assert_eq!((whole.content.as_str(), whole.finish_reason.as_str()), (TEXT, "stop"));
+            assert_eq!((whole.content.as_str(), whole.finish_reason.as_str()), (test_events::QWEN_TEXT, "stop"));
         }
         let whole = Accumulated { logprob_tokens: Vec::new(), ..without_ids(whole) };
-        for split in (0..=TEXT.len()).filter(|&i| TEXT.is_char_boundary(i)) {
-            let pieces = [&TEXT[..split], &TEXT[split..]];
+        for split in (0..=test_events::QWEN_TEXT.len()).filter(|&i| test_events::QWEN_TEXT.is_char_boundary(i)) {
+            let pieces = [&test_events::QWEN_TEXT[..split], &test_events::QWEN_TEXT[split..]];
             let (stream, shot) =
                 (without_ids(streamed(&events(&pieces, parsed))), without_ids(one_shot(events(&pieces, parsed))));
             assert_eq!(stream, shot, "parsed {parsed}, split {split}");
             // The logprob rows are the pieces' (one per token); everything else is the text's.
-            assert_eq!(shot.logprob_tokens.concat(), if parsed { "" } else { TEXT }, "split {split}");
+            assert_eq!(shot.logprob_tokens.concat(), if parsed { "" } else { test_events::QWEN_TEXT }, "split {split}");
             assert_eq!(Accumulated { logprob_tokens: Vec::new(), ..shot }, whole, "parsed {parsed}, split {split}");
         }
     }

@@ -17,6 +17,7 @@ pub mod constraint;
 pub mod conversation;
 pub mod models;
 pub mod render;
+pub mod responses;
 pub mod sampling;
 pub mod thinking;
 pub mod tokenize;

@@ -1,0 +1,3 @@
+//! `/v1/responses`: OpenAI's Responses API.
+
+pub mod history;
