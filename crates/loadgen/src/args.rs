@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use super::chunk::Dialect;
 use super::error::FlagError;
 use super::sampling::SamplingArgs;
 use super::schedule::Arrivals;
@@ -35,6 +36,11 @@ impl Backend {
 
     pub fn is_chat(self) -> bool {
         self == Backend::OpenaiChat
+    }
+
+    /// The format its responses stream in.
+    pub fn dialect(self) -> Dialect {
+        Dialect::OpenAi
     }
 
     fn default_path(self) -> &'static str {

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::chunk::Dialect;
 use super::progress::Progress;
 use super::record::RequestRecord;
 use super::runner::{self, PreparedRequest, RunSpec};
@@ -54,6 +55,7 @@ fn run(
     let out = runner::run(RunSpec {
         cpus: vec![cpus().0],
         requests: Arc::new(vec![PreparedRequest { bytes: request_bytes(addr), output_tokens: 1 }]),
+        dialect: Dialect::OpenAi,
         schedule: spec_schedule,
         request_count: count,
         duration: None,

@@ -167,20 +167,20 @@ fn complete_request<'a>(buf: &[u8], responses: &'a Responses) -> Option<(usize, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chunk::apply_event;
+    use crate::chunk::{apply_event, Dialect};
     use crate::http::{Progress, ResponseReader};
     use crate::record::RequestRecord;
 
     #[test]
     fn responses_parse_as_streams_of_output_chunks() {
         for chat in [false, true] {
-            let mut reader = ResponseReader::default();
+            let mut reader = ResponseReader::new(Dialect::OpenAi);
             let mut rec = RequestRecord::default();
             reader.input = stream_response(chat, 3);
             assert!(matches!(reader.on_bytes(1, &mut rec), Ok(Progress::Complete { reusable: true })));
             assert_eq!((rec.chunks.len(), rec.text.as_str(), rec.usage_completion_tokens), (3, " w0 w1 w2", Some(3)));
         }
-        assert_eq!(apply_event(b"[DONE]", 0, &mut RequestRecord::default()), Ok(true));
+        assert_eq!(apply_event(Dialect::OpenAi, b"[DONE]", 0, &mut RequestRecord::default()), Ok(true));
     }
 
     #[test]
