@@ -157,6 +157,8 @@ pub struct ResponseReader {
     chunked: ChunkedDecoder,
     length_left: u64,
     sse: SseParser,
+    /// The stream's last event came (`[DONE]`, `message_stop`, a terminal Responses event):
+    /// what follows it in the body is not read.
     done_event: bool,
 }
 

@@ -117,6 +117,7 @@ struct Responses {
 }
 
 impl Responses {
+    /// The answer to a POST to `path`.
     fn to_post(&self, path: &str) -> &[u8] {
         match Api::of_path(path) {
             Api::Completions => &self.completions,
