@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use super::chunk::Dialect;
 use super::error::FlagError;
 use super::sampling::SamplingArgs;
 use super::schedule::Arrivals;
 use super::vllm_flags::ForeignFlags;
 
-/// Which OpenAI endpoint the requests go to (vLLM's `--backend` names).
+/// Which API the requests go to (vLLM's `--backend` names where vLLM has the API).
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     /// `POST /v1/completions` with a `prompt`.
@@ -22,7 +23,15 @@ pub enum Backend {
     OpenaiChat,
     /// vLLM's other name for `openai`; kept as typed, as vLLM writes it into the result.
     Vllm,
+    /// `POST /v1/messages` (Anthropic Messages) with one user message.
+    AnthropicMessages,
+    /// `POST /v1/responses` (OpenAI Responses) with the prompt as `input`.
+    OpenaiResponses,
 }
+
+/// The `anthropic-version` header sent: the one Anthropic's SDKs sent up to 1.x (servers take
+/// any).
+const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 impl Backend {
     pub fn name(self) -> &'static str {
@@ -30,19 +39,61 @@ impl Backend {
             Backend::Openai => "openai",
             Backend::OpenaiChat => "openai-chat",
             Backend::Vllm => "vllm",
+            Backend::AnthropicMessages => "anthropic-messages",
+            Backend::OpenaiResponses => "openai-responses",
         }
     }
 
-    pub fn is_chat(self) -> bool {
-        self == Backend::OpenaiChat
+    /// The format its responses stream in.
+    pub fn dialect(self) -> Dialect {
+        match self {
+            Backend::Openai | Backend::OpenaiChat | Backend::Vllm => Dialect::OpenAi,
+            Backend::AnthropicMessages => Dialect::AnthropicMessages,
+            Backend::OpenaiResponses => Dialect::OpenAiResponses,
+        }
+    }
+
+    /// The API's name, where it takes text only; None for completions (which take token ids).
+    pub fn text_only_api(self) -> Option<&'static str> {
+        match self {
+            Backend::Openai | Backend::Vllm => None,
+            Backend::OpenaiChat => Some("chat"),
+            Backend::AnthropicMessages => Some("the Messages API"),
+            Backend::OpenaiResponses => Some("the Responses API"),
+        }
     }
 
     fn default_path(self) -> &'static str {
-        if self.is_chat() {
-            "/v1/chat/completions"
-        } else {
-            "/v1/completions"
+        match self {
+            Backend::Openai | Backend::Vllm => "/v1/completions",
+            Backend::OpenaiChat => "/v1/chat/completions",
+            Backend::AnthropicMessages => "/v1/messages",
+            Backend::OpenaiResponses => "/v1/responses",
         }
+    }
+
+    /// The API key from the environment: `OPENAI_API_KEY` (as vLLM reads it); for
+    /// anthropic-messages `ANTHROPIC_API_KEY` (the Anthropic SDK's) first.
+    fn api_key(self) -> Option<String> {
+        let var = |name: &str| std::env::var(name).ok().filter(|k| !k.is_empty());
+        let anthropic = if self == Backend::AnthropicMessages { var("ANTHROPIC_API_KEY") } else { None };
+        anthropic.or_else(|| var("OPENAI_API_KEY"))
+    }
+
+    /// The headers its API needs on every request: a key as a bearer token (and for Anthropic
+    /// as `x-api-key` too, the header its older SDKs send), `anthropic-version`.
+    fn headers(self, key: Option<&str>) -> Vec<(String, String)> {
+        let mut headers = Vec::new();
+        if let Some(key) = key {
+            headers.push(("Authorization".to_string(), format!("Bearer {key}")));
+        }
+        if self == Backend::AnthropicMessages {
+            if let Some(key) = key {
+                headers.push(("x-api-key".to_string(), key.to_string()));
+            }
+            headers.push(("anthropic-version".to_string(), ANTHROPIC_VERSION.to_string()));
+        }
+        headers
     }
 }
 
@@ -346,6 +397,8 @@ pub struct BenchConfig {
     pub slos: Vec<Slo>,
     pub client_cpus: Vec<Option<usize>>,
     pub request_timeout: Duration,
+    /// Every request's headers besides framing: the backend's (API key, version), then
+    /// --header's.
     pub headers: Vec<(String, String)>,
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     pub metadata: Vec<(String, String)>,
@@ -405,8 +458,11 @@ impl BenchConfig {
         if !path.starts_with('/') {
             return Err(FlagError::Endpoint(path));
         }
-        if a.prompt_token_ids && a.backend.is_chat() {
-            return Err(FlagError::PromptTokenIdsWithChat);
+        if let (true, Some(api)) = (a.prompt_token_ids, a.backend.text_only_api()) {
+            return Err(FlagError::PromptTokenIdsWithText(api));
+        }
+        if a.backend == Backend::OpenaiResponses && a.sampling.min_p.is_some() {
+            return Err(FlagError::MinPWithResponses);
         }
         if a.num_prompts == 0 {
             return Err(FlagError::NoPrompts);
@@ -443,7 +499,7 @@ impl BenchConfig {
             slos: a.goodput.iter().map(|s| parse_slo(s)).collect::<Result<_, _>>()?,
             client_cpus: parse_cpu_list(a.client_cores.as_deref())?,
             request_timeout: Duration::from_secs_f64(a.request_timeout_s),
-            headers: a.headers.iter().map(|h| parse_pair(h, "--header")).collect::<Result<_, _>>()?,
+            headers: request_headers(a)?,
             extra_body: request_extras(a)?,
             metadata: a.metadata.iter().map(|m| parse_pair(m, "--metadata")).collect::<Result<_, _>>()?,
             result_dir: a
@@ -574,6 +630,14 @@ fn parse_pair(s: &str, flag: &'static str) -> Result<(String, String), FlagError
     Ok((key.to_string(), v.trim().to_string()))
 }
 
+fn request_headers(a: &BenchArgs) -> Result<Vec<(String, String)>, FlagError> {
+    let mut headers = a.backend.headers(a.backend.api_key().as_deref());
+    for h in &a.headers {
+        headers.push(parse_pair(h, "--header")?);
+    }
+    Ok(headers)
+}
+
 fn parse_extra_body(s: Option<&str>) -> Result<Option<serde_json::Map<String, serde_json::Value>>, FlagError> {
     let Some(s) = s else { return Ok(None) };
     match serde_json::from_str::<serde_json::Value>(s) {
@@ -686,6 +750,63 @@ pub(crate) mod tests {
         let a = parsed(&["--temperature", "0", "--top-k", "-1", "--extra-body", r#"{"temperature": 0.5}"#]);
         let extras = request_extras(&a).ok().flatten().unwrap_or_default();
         assert_eq!(serde_json::Value::Object(extras), serde_json::json!({"temperature": 0.5, "top_k": -1}));
+    }
+
+    #[test]
+    fn backends_paths_and_refusals() {
+        let cases: &[(&[&str], Result<&str, &str>)] = &[
+            (&[], Ok("/v1/completions")),
+            (&["--backend", "vllm"], Ok("/v1/completions")),
+            (&["--backend", "openai-chat"], Ok("/v1/chat/completions")),
+            (&["--backend", "anthropic-messages"], Ok("/v1/messages")),
+            (&["--backend", "openai-responses"], Ok("/v1/responses")),
+            (&["--backend", "openai-responses", "--endpoint", "/x/responses"], Ok("/x/responses")),
+            (&["--backend", "openai", "--prompt-token-ids"], Ok("/v1/completions")),
+            (&["--backend", "anthropic-messages", "--min-p", "0.1"], Ok("/v1/messages")),
+            (
+                &["--backend", "openai-chat", "--prompt-token-ids"],
+                Err("--prompt-token-ids needs a completions backend (openai or vllm): chat takes no token ids"),
+            ),
+            (
+                &["--backend", "anthropic-messages", "--prompt-token-ids"],
+                Err("--prompt-token-ids needs a completions backend (openai or vllm): the Messages API takes no \
+                     token ids"),
+            ),
+            (
+                &["--backend", "openai-responses", "--prompt-token-ids"],
+                Err("--prompt-token-ids needs a completions backend (openai or vllm): the Responses API takes no \
+                     token ids"),
+            ),
+            (&["--backend", "openai-responses", "--min-p", "0.1"], Err("--min-p: the Responses API has no min_p")),
+        ];
+        for (argv, want) in cases {
+            match (BenchConfig::from_args(&parsed(argv)), want) {
+                (Ok(config), Ok(path)) => assert_eq!(config.path, *path, "{argv:?}"),
+                (Err(e), Err(text)) => assert!(e.to_string().starts_with(text), "{argv:?}: {e}"),
+                (got, _) => panic!("{argv:?}: {:?}", got.map(|c| c.path)),
+            }
+        }
+    }
+
+    #[test]
+    fn each_api_sends_its_key_and_version_headers() {
+        let pairs = |h: &[(&str, &str)]| h.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+        // (backend, API key, headers in the order sent)
+        type Case<'a> = (Backend, Option<&'a str>, &'a [(&'a str, &'a str)]);
+        let cases: &[Case] = &[
+            (Backend::Openai, None, &[]),
+            (Backend::OpenaiChat, Some("k"), &[("Authorization", "Bearer k")]),
+            (Backend::OpenaiResponses, Some("k"), &[("Authorization", "Bearer k")]),
+            (Backend::AnthropicMessages, None, &[("anthropic-version", "2023-06-01")]),
+            (
+                Backend::AnthropicMessages,
+                Some("k"),
+                &[("Authorization", "Bearer k"), ("x-api-key", "k"), ("anthropic-version", "2023-06-01")],
+            ),
+        ];
+        for (backend, key, want) in cases {
+            assert_eq!(backend.headers(*key), pairs(want), "{backend:?} {key:?}");
+        }
     }
 
     #[test]

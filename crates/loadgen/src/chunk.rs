@@ -1,153 +1,140 @@
-//! One SSE event of an OpenAI stream applied to a request record. Decides which chunks carry
-//! output — the definition TTFT, ITL and E2E rest on:
+//! One SSE event of a streamed response applied to a request record. Each API has a reader
+//! that says what one of its events means (a `Reading`); `apply_event` applies the readings of
+//! every API the same way, so TTFT, ITL and E2E rest on one definition of an output chunk:
+//! an event that carries generated output, whatever its API calls it.
 //!
-//! - chat: non-empty `content`, `reasoning`/`reasoning_content`, `tool_calls` or
-//!   `function_call`; an empty `content` counts only without `role` and before the finish
-//!   (a token that decodes to nothing), so the opening role chunk never counts;
-//! - completions: non-empty `text`, or an empty one before the finish;
-//! - usage-only chunks (`choices: []`) and finish-only chunks update counts, never times.
+//! - `openai`: completions and chat completions chunks (`[DONE]` last);
+//! - `anthropic`: Anthropic Messages events (`message_stop` last);
+//! - `responses`: OpenAI Responses events (`response.completed` or `.incomplete` last).
+//!
+//! Usage-only events update counts, never times; `[DONE]` ends any stream.
 
-use std::borrow::Cow;
-
-use serde::de::IgnoredAny;
-use serde::Deserialize;
+mod anthropic;
+mod openai;
+mod responses;
 
 use super::record::{Chunk, Failure, FailureKind, RequestRecord};
 
-#[derive(Deserialize)]
-struct StreamChunk<'a> {
-    #[serde(default, borrow)]
-    choices: Option<Vec<Choice<'a>>>,
-    #[serde(default)]
-    usage: Option<Usage>,
-    #[serde(default)]
-    error: Option<serde_json::Value>,
+/// The stream format a response is read in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// OpenAI completions and chat completions chunks.
+    OpenAi,
+    /// Anthropic Messages events.
+    AnthropicMessages,
+    /// OpenAI Responses events.
+    OpenAiResponses,
 }
 
-#[derive(Deserialize)]
-struct Choice<'a> {
-    #[serde(default, borrow)]
-    delta: Option<Delta<'a>>,
-    #[serde(default, borrow)]
-    text: Option<Cow<'a, str>>,
-    #[serde(default)]
-    finish_reason: Option<IgnoredAny>,
+/// What one event means for its request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// The event is an output chunk; its text (possibly empty) was appended to the record's.
+    pub output: bool,
+    pub prompt_tokens: Option<u32>,
+    /// Output tokens so far (cumulative).
+    pub completion_tokens: Option<u32>,
+    /// The stream's last event: nothing after it is read.
+    pub end: bool,
 }
 
-#[derive(Deserialize)]
-struct Delta<'a> {
-    #[serde(default)]
-    role: Option<IgnoredAny>,
-    #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    reasoning: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    reasoning_content: Option<Cow<'a, str>>,
-    #[serde(default)]
-    tool_calls: Option<IgnoredAny>,
-    #[serde(default)]
-    function_call: Option<IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-struct Usage {
-    #[serde(default)]
-    prompt_tokens: Option<u32>,
-    #[serde(default)]
-    completion_tokens: Option<u32>,
-}
-
-/// Applies one event's data. Ok(true) at `[DONE]`.
-pub fn apply_event(data: &[u8], time_ns: u64, rec: &mut RequestRecord) -> Result<bool, Failure> {
+/// Applies one event's data. Ok(true) at the stream's last event.
+pub fn apply_event(dialect: Dialect, data: &[u8], time_ns: u64, rec: &mut RequestRecord) -> Result<bool, Failure> {
     if data == b"[DONE]" {
         return Ok(true);
     }
-    let chunk: StreamChunk = serde_json::from_slice(data).map_err(|e| {
-        let shown = String::from_utf8_lossy(&data[..data.len().min(200)]).into_owned();
-        Failure::new(FailureKind::Protocol, format!("undecodable stream chunk ({e}): {shown}"))
-    })?;
-    if let Some(error) = chunk.error {
-        let message = error.get("message").and_then(|m| m.as_str()).map_or_else(|| error.to_string(), String::from);
-        return Err(Failure::new(FailureKind::StreamError, message));
-    }
-    let completion_tokens_cum = chunk.usage.as_ref().and_then(|u| u.completion_tokens);
-    if let Some(usage) = &chunk.usage {
-        rec.usage_prompt_tokens = usage.prompt_tokens.or(rec.usage_prompt_tokens);
-        rec.usage_completion_tokens = usage.completion_tokens.or(rec.usage_completion_tokens);
-    }
-    let Some(choice) = chunk.choices.as_ref().and_then(|c| c.first()) else { return Ok(false) };
-    if append_output(choice, &mut rec.text) {
+    let reading = match dialect {
+        Dialect::OpenAi => openai::read(data, &mut rec.text)?,
+        Dialect::AnthropicMessages => anthropic::read(data, &mut rec.text)?,
+        Dialect::OpenAiResponses => responses::read(data, &mut rec.text)?,
+    };
+    rec.usage_prompt_tokens = reading.prompt_tokens.or(rec.usage_prompt_tokens);
+    rec.usage_completion_tokens = reading.completion_tokens.or(rec.usage_completion_tokens);
+    if reading.output {
         let text_end = u32::try_from(rec.text.len()).unwrap_or(u32::MAX);
-        rec.chunks.push(Chunk { time_ns, text_end, completion_tokens_cum });
+        rec.chunks.push(Chunk { time_ns, text_end, completion_tokens_cum: reading.completion_tokens });
     }
-    Ok(false)
+    Ok(reading.end)
 }
 
-/// Appends the choice's output text; true when the chunk carries output.
-fn append_output(choice: &Choice, text: &mut String) -> bool {
-    let open = choice.finish_reason.is_none();
-    if let Some(t) = &choice.text {
-        text.push_str(t);
-        return !t.is_empty() || open;
-    }
-    let Some(d) = &choice.delta else { return false };
-    let mut carries = d.tool_calls.is_some() || d.function_call.is_some();
-    for part in [&d.reasoning, &d.reasoning_content, &d.content].into_iter().flatten() {
-        text.push_str(part);
-        carries |= !part.is_empty();
-    }
-    carries || (d.content.as_deref() == Some("") && d.role.is_none() && open)
+/// An event whose data is not the JSON its API sends.
+fn undecodable(data: &[u8], e: &serde_json::Error) -> Failure {
+    let shown = String::from_utf8_lossy(&data[..data.len().min(200)]).into_owned();
+    Failure::new(FailureKind::Protocol, format!("undecodable stream chunk ({e}): {shown}"))
+}
+
+/// An error object sent inside the stream: its `message`, else the whole object.
+fn stream_error(error: &serde_json::Value) -> Failure {
+    let message = error.get("message").and_then(|m| m.as_str()).map_or_else(|| error.to_string(), String::from);
+    Failure::new(FailureKind::StreamError, message)
+}
+
+/// An event that fails the request without saying why.
+fn untold_error(kind: &str) -> Failure {
+    Failure::new(FailureKind::StreamError, format!("the {kind} event carried no message"))
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
+    use crate::sse::SseParser;
 
-    #[test]
-    fn which_chunks_carry_output() {
-        let cases: &[(&str, bool, &str)] = &[
-            (r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#, false, ""),
-            (r#"{"choices":[{"delta":{"role":"assistant"}}]}"#, false, ""),
-            (r#"{"choices":[{"delta":{"role":"assistant","content":"Hi"}}]}"#, true, "Hi"),
-            (r#"{"choices":[{"delta":{"content":"x"},"finish_reason":null}]}"#, true, "x"),
-            (r#"{"choices":[{"delta":{"content":""},"finish_reason":null}]}"#, true, ""),
-            (r#"{"choices":[{"delta":{"content":""},"finish_reason":"stop"}]}"#, false, ""),
-            (r#"{"choices":[{"delta":{"content":"end"},"finish_reason":"stop"}]}"#, true, "end"),
-            (r#"{"choices":[{"delta":{},"finish_reason":"length"}]}"#, false, ""),
-            (r#"{"choices":[{"delta":{"reasoning_content":"hm"}}]}"#, true, "hm"),
-            (r#"{"choices":[{"delta":{"reasoning":"hm","content":null}}]}"#, true, "hm"),
-            (r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}"#, true, ""),
-            (r#"{"choices":[{"text":"ab","finish_reason":null}]}"#, true, "ab"),
-            (r#"{"choices":[{"text":"","finish_reason":null}]}"#, true, ""),
-            (r#"{"choices":[{"text":"","finish_reason":"length"}]}"#, false, ""),
-            (r#"{"choices":[{"text":"z","finish_reason":"length"}]}"#, true, "z"),
-            (r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#, false, ""),
-            (r#"{"choices":null}"#, false, ""),
-            (r#"{"choices":[{"delta":{"content":"\u00e9\n"}}]}"#, true, "é\n"),
-        ];
-        for (data, carries, text) in cases {
-            let mut rec = RequestRecord::default();
-            assert_eq!(apply_event(data.as_bytes(), 5, &mut rec), Ok(false), "{data}");
-            assert_eq!(rec.chunks.len(), usize::from(*carries), "{data}");
-            assert_eq!(rec.text, *text, "{data}");
+    /// `parts` read in `dialect` as successive reads at times 1, 2, ... and the end of the body
+    /// after them: the record, and whether the stream's last event came (or the failure).
+    fn read_parts(dialect: Dialect, parts: &[&[u8]]) -> (RequestRecord, Result<bool, Failure>) {
+        let mut sse = SseParser::default();
+        let mut rec = RequestRecord::default();
+        for (t, part) in parts.iter().enumerate() {
+            sse.buffer().extend_from_slice(part);
+            match sse.drain(|data| apply_event(dialect, data, t as u64 + 1, &mut rec)) {
+                Ok(false) => {}
+                ended => return (rec, ended),
+            }
         }
+        let ended = sse.finish(|data| apply_event(dialect, data, parts.len() as u64 + 1, &mut rec));
+        (rec, ended)
+    }
+
+    /// The record without its times, which depend on the reads.
+    fn timeless((mut rec, ended): (RequestRecord, Result<bool, Failure>)) -> (RequestRecord, Result<bool, Failure>) {
+        rec.chunks.iter_mut().for_each(|c| c.time_ns = 0);
+        (rec, ended)
+    }
+
+    /// Events framed as both APIs send them: an `event:` line naming the data's `type`, the
+    /// data, a blank line.
+    pub fn framed(events: &[&str]) -> Vec<u8> {
+        let mut out = String::new();
+        for data in events {
+            let value: serde_json::Value = serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {data}"));
+            if let Some(kind) = value["type"].as_str() {
+                out.push_str(&format!("event: {kind}\n"));
+            }
+            out.push_str(&format!("data: {data}\n\n"));
+        }
+        out.into_bytes()
+    }
+
+    /// `stream` read whole; asserts that split at any byte, and fed one byte per read, it gives
+    /// the same record (times aside).
+    pub fn read_at_every_split(dialect: Dialect, stream: &[u8]) -> (RequestRecord, Result<bool, Failure>) {
+        let whole = timeless(read_parts(dialect, &[stream]));
+        for i in 0..=stream.len() {
+            assert_eq!(timeless(read_parts(dialect, &[&stream[..i], &stream[i..]])), whole, "split at {i}");
+        }
+        let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+        assert_eq!(timeless(read_parts(dialect, &bytes)), whole, "one byte per read");
+        whole
     }
 
     #[test]
-    fn usage_done_and_errors() {
+    fn done_ends_every_dialect_and_empty_text_chunks_count() {
+        for dialect in [Dialect::OpenAi, Dialect::AnthropicMessages, Dialect::OpenAiResponses] {
+            assert_eq!(apply_event(dialect, b"[DONE]", 1, &mut RequestRecord::default()), Ok(true), "{dialect:?}");
+        }
         let mut rec = RequestRecord::default();
-        let chunk = r#"{"choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":9,"completion_tokens":2}}"#;
-        assert_eq!(apply_event(chunk.as_bytes(), 7, &mut rec), Ok(false));
-        assert_eq!(rec.chunks, [Chunk { time_ns: 7, text_end: 1, completion_tokens_cum: Some(2) }]);
-        assert_eq!((rec.usage_prompt_tokens, rec.usage_completion_tokens), (Some(9), Some(2)));
-        let final_usage = r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3}}"#;
-        assert_eq!(apply_event(final_usage.as_bytes(), 8, &mut rec), Ok(false));
-        assert_eq!(rec.usage_completion_tokens, Some(3));
-        assert_eq!(apply_event(b"[DONE]", 9, &mut rec), Ok(true));
-        let err = apply_event(br#"{"error":{"message":"engine died","type":"x"}}"#, 9, &mut rec);
-        assert_eq!(err.map_err(|f| (f.kind, f.message)), Err((FailureKind::StreamError, "engine died".into())));
-        let bad = apply_event(b"{not json", 9, &mut rec);
-        assert_eq!(bad.map_err(|f| f.kind), Err(FailureKind::Protocol));
+        let empty = br#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}"#;
+        assert_eq!(apply_event(Dialect::AnthropicMessages, empty, 4, &mut rec), Ok(false));
+        assert_eq!(rec.chunks, [Chunk { time_ns: 4, text_end: 0, completion_tokens_cum: None }]);
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 
+use super::chunk::Dialect;
 use super::error::{ListingFailure, RunError, ServerError};
 use super::http::{Progress, ResponseReader};
 use super::record::{Failure, FailureKind, RequestRecord};
@@ -69,10 +70,17 @@ impl Pool {
     }
 }
 
-/// Sends `request` and records the response into `rec` (its schedule fields already set).
-/// A reused connection that turns out closed (the server's idle timeout) before any response
-/// byte is retried once on a new connection.
-pub async fn execute(pool: &Pool, clock: &Clock, request: &[u8], rec: &mut RequestRecord, timeout: Duration) {
+/// Sends `request` and records the response, read in `dialect`, into `rec` (its schedule
+/// fields already set). A reused connection that turns out closed (the server's idle timeout)
+/// before any response byte is retried once on a new connection.
+pub async fn execute(
+    pool: &Pool,
+    clock: &Clock,
+    request: &[u8],
+    dialect: Dialect,
+    rec: &mut RequestRecord,
+    timeout: Duration,
+) {
     let deadline = Instant::now() + timeout;
     for attempt in 0..2 {
         let idle = if attempt == 0 { pool.take_idle() } else { None };
@@ -89,7 +97,7 @@ pub async fn execute(pool: &Pool, clock: &Clock, request: &[u8], rec: &mut Reque
         };
         rec.connection_new = new;
         let left = deadline.saturating_duration_since(Instant::now());
-        let outcome = monoio::time::timeout(left, exchange(stream, clock, request, rec)).await;
+        let outcome = monoio::time::timeout(left, exchange(stream, clock, request, dialect, rec)).await;
         let result = match outcome {
             Ok(r) => r,
             Err(_) => {
@@ -130,6 +138,7 @@ async fn exchange(
     mut stream: TcpStream,
     clock: &Clock,
     request: &[u8],
+    dialect: Dialect,
     rec: &mut RequestRecord,
 ) -> Result<Option<TcpStream>, Attempt> {
     rec.send_ns = clock.now_ns();
@@ -138,7 +147,7 @@ async fn exchange(
         rec.end_ns = clock.now_ns();
         return Err(io_failure(rec, &e));
     }
-    let mut reader = ResponseReader::default();
+    let mut reader = ResponseReader::new(dialect);
     reader.input.reserve(limits::client_read_bytes_min);
     let mut received_any = false;
     loop {

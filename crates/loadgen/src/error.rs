@@ -103,7 +103,10 @@ pub enum FlagError {
     CustomOutputLen,
     /// `--endpoint` without a leading `/`.
     Endpoint(String),
-    PromptTokenIdsWithChat,
+    /// `--prompt-token-ids` with an API that takes text only: the API's name.
+    PromptTokenIdsWithText(&'static str),
+    /// `--min-p` with `--backend openai-responses`.
+    MinPWithResponses,
     NoPrompts,
     NoDatasetPath,
     NoPrefixGroups,
@@ -182,9 +185,13 @@ impl fmt::Display for FlagError {
                 f.write_str("--custom-output-len must be at least 1, or -1 for the file's output_tokens")
             }
             FlagError::Endpoint(path) => write!(f, "--endpoint must start with '/', got '{path}'"),
-            FlagError::PromptTokenIdsWithChat => {
-                f.write_str("--prompt-token-ids needs a completions backend (openai or vllm): chat takes no token ids")
+            FlagError::PromptTokenIdsWithText(api) => {
+                write!(f, "--prompt-token-ids needs a completions backend (openai or vllm): {api} takes no token ids")
             }
+            FlagError::MinPWithResponses => f.write_str(
+                "--min-p: the Responses API has no min_p (vLLM's openai-responses backend refuses it too); send it with \
+                 --extra-body '{\"min_p\": P}' if the server takes it",
+            ),
             FlagError::NoPrompts => f.write_str("--num-prompts must be at least 1"),
             FlagError::NoDatasetPath => f.write_str("--dataset-path is required for the sharegpt and jsonl datasets"),
             FlagError::NoPrefixGroups => f.write_str("--prefix-group-count must be at least 1"),
@@ -611,8 +618,14 @@ mod tests {
             ),
             (flag(FlagError::Endpoint("v1".into())), "--endpoint must start with '/', got 'v1'".into()),
             (
-                flag(FlagError::PromptTokenIdsWithChat),
+                flag(FlagError::PromptTokenIdsWithText("chat")),
                 "--prompt-token-ids needs a completions backend (openai or vllm): chat takes no token ids".into(),
+            ),
+            (
+                flag(FlagError::MinPWithResponses),
+                "--min-p: the Responses API has no min_p (vLLM's openai-responses backend refuses it too); send it \
+                 with --extra-body '{\"min_p\": P}' if the server takes it"
+                    .into(),
             ),
             (flag(FlagError::NoPrompts), "--num-prompts must be at least 1".into()),
             (flag(FlagError::NoDatasetPath), "--dataset-path is required for the sharegpt and jsonl datasets".into()),

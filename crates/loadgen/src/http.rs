@@ -3,7 +3,7 @@
 //! framing (chunked, content-length or until close) into the SSE parser, and applies each
 //! event to the record with the time of the read that completed it.
 
-use super::chunk::apply_event;
+use super::chunk::{apply_event, Dialect};
 use super::error::HttpError;
 use super::record::{Failure, FailureKind, RequestRecord};
 use super::sse::SseParser;
@@ -149,18 +149,33 @@ pub enum Progress {
     },
 }
 
-#[derive(Default)]
 pub struct ResponseReader {
     /// Raw bytes read from the socket and not yet consumed.
     pub input: Vec<u8>,
+    dialect: Dialect,
     head: Option<ResponseHead>,
     chunked: ChunkedDecoder,
     length_left: u64,
     sse: SseParser,
+    /// The stream's last event came (`[DONE]`, `message_stop`, a terminal Responses event):
+    /// what follows it in the body is not read.
     done_event: bool,
 }
 
 impl ResponseReader {
+    /// A reader of one response whose events are in `dialect`.
+    pub fn new(dialect: Dialect) -> ResponseReader {
+        ResponseReader {
+            input: Vec::new(),
+            dialect,
+            head: None,
+            chunked: ChunkedDecoder::default(),
+            length_left: 0,
+            sse: SseParser::default(),
+            done_event: false,
+        }
+    }
+
     /// Consumes `input` after a read that returned at `time_ns`.
     pub fn on_bytes(&mut self, time_ns: u64, rec: &mut RequestRecord) -> Result<Progress, Failure> {
         let Some(head) = self.head else { return self.on_head_bytes(time_ns, rec) };
@@ -184,12 +199,13 @@ impl ResponseReader {
             }
         };
         self.input.clear();
+        let dialect = self.dialect;
         if !self.done_event {
-            self.done_event = self.sse.drain(|data| apply_event(data, time_ns, rec))?;
+            self.done_event = self.sse.drain(|data| apply_event(dialect, data, time_ns, rec))?;
         }
         if body_complete {
             if !self.done_event {
-                self.sse.finish(|data| apply_event(data, time_ns, rec))?;
+                self.sse.finish(|data| apply_event(dialect, data, time_ns, rec))?;
             }
             rec.end_ns = time_ns;
             return Ok(Progress::Complete { reusable: head.keep_alive });
@@ -229,11 +245,12 @@ impl ResponseReader {
     /// The peer closed the connection.
     pub fn on_eof(&mut self, time_ns: u64, rec: &mut RequestRecord) -> Result<(), Failure> {
         rec.end_ns = time_ns;
+        let dialect = self.dialect;
         match self.head {
             None => Err(Failure::new(FailureKind::Connection, "connection closed before the response head")),
             Some(ResponseHead { framing: Framing::UntilClose, .. }) => {
                 if !self.done_event {
-                    self.sse.finish(|data| apply_event(data, time_ns, rec))?;
+                    self.sse.finish(|data| apply_event(dialect, data, time_ns, rec))?;
                 }
                 Ok(())
             }
@@ -313,7 +330,7 @@ mod tests {
 
     /// Feeds `parts` as successive reads at times 1, 2, 3...
     fn read_all(parts: &[&[u8]]) -> (RequestRecord, Option<bool>) {
-        let mut reader = ResponseReader::default();
+        let mut reader = ResponseReader::new(Dialect::OpenAi);
         let mut rec = RequestRecord::default();
         for (t, part) in parts.iter().enumerate() {
             reader.input.extend_from_slice(part);
@@ -350,12 +367,12 @@ mod tests {
     fn errors_and_eof() {
         let (rec, _) = read_all(&[b"HTTP/1.1 429 Too Many\r\ncontent-length: 4\r\n\r\nslow"]);
         assert_eq!(rec.failure.map(|f| (f.kind, f.message)), Some((FailureKind::HttpStatus(429), "slow".into())));
-        let mut reader = ResponseReader::default();
+        let mut reader = ResponseReader::new(Dialect::OpenAi);
         let mut rec = RequestRecord::default();
         reader.input.extend_from_slice(&stream()[..120]);
         assert!(matches!(reader.on_bytes(1, &mut rec), Ok(Progress::More)));
         assert_eq!(reader.on_eof(2, &mut rec).map_err(|f| f.kind), Err(FailureKind::Connection));
-        let mut reader = ResponseReader::default();
+        let mut reader = ResponseReader::new(Dialect::OpenAi);
         reader
             .input
             .extend_from_slice(b"HTTP/1.1 200 OK\r\n\r\ndata: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DONE]\n\n");

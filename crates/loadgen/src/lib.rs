@@ -9,8 +9,9 @@
 //!   prepared before the clock starts;
 //! - `runner` one pinned monoio runtime per client core, pacer and concurrency cap;
 //!   `client` pooled keep-alive connections and one request's exchange; `http` response
-//!   framing, `pacer` the open loop's timerfd clock, `sse` event framing and `chunk` OpenAI chunk interpretation (no I/O, tested at
-//!   every split point); `record` what was observed, raw; `progress` the live line;
+//!   framing, `pacer` the open loop's timerfd clock, `sse` event framing and `chunk` what each
+//!   API's stream events mean (no I/O, tested at every split point); `record` what was
+//!   observed, raw; `progress` the live line;
 //! - `metrics`, `window`, `stats` and `analysis` derive every number after the run;
 //!   `report`, `plot` and `output` state them; `compare` puts two results side by side;
 //!   `sink` is an instant endpoint for measuring load generators themselves;
@@ -179,6 +180,7 @@ fn load(args: &BenchArgs, config: &BenchConfig, model: &str, prompts: &[Prompt])
     runner::run(RunSpec {
         cpus: config.client_cpus.clone(),
         requests: Arc::new(requests),
+        dialect: args.backend.dialect(),
         schedule,
         request_count,
         duration: config.duration,

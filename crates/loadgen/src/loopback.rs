@@ -1,6 +1,7 @@
 //! Tests of the whole client (runner, pacer, pool, HTTP and SSE parsing) over real loopback
 //! sockets, against `sink` on its own pinned thread: it answers every request at once, so these
-//! runs measure the client, not a server.
+//! runs measure the client, not a server. One runs a short bench of each API the sink speaks
+//! beyond completions, from the flags to the analysis.
 //!
 //! `pacing_holds_5000_per_s_for_30_s` is the pacing criterion; it takes 30 s and runs
 //! with `--ignored` (perf/loadgen/README.md records it).
@@ -9,20 +10,26 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::analysis::{self, RunFacts};
+use super::args::tests::parsed;
+use super::args::BenchConfig;
+use super::chunk::Dialect;
 use super::progress::Progress;
 use super::record::RequestRecord;
 use super::runner::{self, PreparedRequest, RunSpec};
 use super::schedule::Arrivals;
 use super::sink;
+use super::tokenizer::tests::tiny_tokenizer;
 use super::window;
+use super::workload;
 
 /// One loopback test at a time: the pacer spins on its core, and two runs pinned to the same
 /// cores would time-slice each other's latencies.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// A sink answering one output token per request, on `cpu`.
-fn start_sink(cpu: Option<usize>) -> SocketAddr {
-    sink::start("127.0.0.1:0", 1, cpu).map(|(addr, _)| addr).unwrap_or_else(|e| panic!("{e}"))
+/// A sink answering `output_len` output tokens per request, on `cpu`.
+fn start_sink(cpu: Option<usize>, output_len: usize) -> SocketAddr {
+    sink::start("127.0.0.1:0", output_len, cpu).map(|(addr, _)| addr).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn request_bytes(addr: SocketAddr) -> Vec<u8> {
@@ -50,10 +57,23 @@ fn run(
     count: Option<usize>,
     cap: Option<usize>,
 ) -> Vec<RequestRecord> {
+    let requests = vec![PreparedRequest { bytes: request_bytes(addr), output_tokens: 1 }];
+    run_requests(addr, requests, Dialect::OpenAi, spec_schedule, count, cap)
+}
+
+fn run_requests(
+    addr: SocketAddr,
+    requests: Vec<PreparedRequest>,
+    dialect: Dialect,
+    spec_schedule: Option<Vec<u64>>,
+    count: Option<usize>,
+    cap: Option<usize>,
+) -> Vec<RequestRecord> {
     let planned = spec_schedule.as_ref().map(Vec::len).or(count);
     let out = runner::run(RunSpec {
         cpus: vec![cpus().0],
-        requests: Arc::new(vec![PreparedRequest { bytes: request_bytes(addr), output_tokens: 1 }]),
+        requests: Arc::new(requests),
+        dialect,
         schedule: spec_schedule,
         request_count: count,
         duration: None,
@@ -72,7 +92,7 @@ fn run(
 #[test]
 fn closed_loop_against_the_sink() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let addr = start_sink(cpus().1);
+    let addr = start_sink(cpus().1, 1);
     let records = run(addr, None, Some(3000), Some(16));
     assert_eq!(records.len(), 3000);
     assert!(records.iter().all(|r| r.succeeded()), "{:?}", records.iter().find(|r| !r.succeeded()));
@@ -83,10 +103,55 @@ fn closed_loop_against_the_sink() {
     assert!(window::peak_in_flight(&records) <= 16);
 }
 
+/// `shardgate bench --backend anthropic-messages` and `openai-responses` as `run` prepares and
+/// analyzes them (but for the tokenizer, a tiny one here), against the sink's canned streams of
+/// 4 tokens: every request completes with a TTFT, and the counts are the streams' usage.
+#[test]
+fn messages_and_responses_benches_against_the_sink() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let addr = start_sink(cpus().1, 4);
+    let tok = tiny_tokenizer();
+    for backend in ["anthropic-messages", "openai-responses"] {
+        let base_url = format!("http://{addr}");
+        let flags = ["--base-url", &base_url, "--backend", backend, "--max-concurrency", "8"];
+        let lens = ["--num-prompts", "200", "--random-input-len", "6", "--random-output-len", "4"];
+        let args = parsed(&[&flags[..], &lens].concat()).vllm_resolved();
+        let config = BenchConfig::from_args(&args).unwrap_or_else(|e| panic!("{backend}: {e}"));
+        let prompts = workload::build_prompts(&args, &tok).unwrap_or_else(|e| panic!("{backend}: {e}"));
+        let requests = prompts
+            .iter()
+            .map(|p| {
+                let body = workload::request_body(&args, &config, "sink", p);
+                PreparedRequest {
+                    bytes: workload::request_bytes(&config, &body, false),
+                    output_tokens: p.output_tokens,
+                }
+            })
+            .collect();
+        let records = run_requests(addr, requests, args.backend.dialect(), None, Some(200), Some(8));
+        let facts = RunFacts {
+            prompts: &prompts,
+            percentiles: &[50.0, 99.0],
+            slos: &[],
+            ignore_eos: args.ignore_eos,
+            offered_rate_per_s: None,
+            concurrency_max: Some(8),
+            steady_basis: None,
+        };
+        let a = analysis::analyze(&records, &facts, &tok);
+        assert_eq!((a.completed, a.failed), (200, 0), "{backend}: {:?}", a.failures);
+        let ttft = a.latency("ttft").unwrap_or_else(|| panic!("{backend}: no ttft"));
+        assert!(ttft.count == 200 && ttft.min > 0.0, "{backend}: ttft {ttft:?}");
+        assert_eq!((a.total_input_tokens, a.total_output_tokens), (200, 800), "{backend}: the sink's usage");
+        assert!(records.iter().all(|r| r.text == " w0 w1 w2 w3" && r.chunks.len() == 4), "{backend}");
+        assert!(a.warnings.is_empty(), "{backend}: {:?}", a.warnings);
+    }
+}
+
 #[test]
 fn open_loop_pacing_for_a_second() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let addr = start_sink(cpus().1);
+    let addr = start_sink(cpus().1, 1);
     let rate = 2000.0;
     let schedule = Arrivals::Gamma { rate_per_s: rate, shape: 1.0 }.offsets_ns(2000, 3);
     let records = run(addr, schedule, None, None);
@@ -105,7 +170,7 @@ fn open_loop_pacing_for_a_second() {
 #[ignore = "30 s; perf/bench runs it with --ignored"]
 fn pacing_holds_5000_per_s_for_30_s() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let addr = start_sink(cpus().1);
+    let addr = start_sink(cpus().1, 1);
     let rate = 5000.0;
     let count = Arrivals::Gamma { rate_per_s: rate, shape: 1.0 }.count_for_duration(30.0).unwrap_or(0);
     let schedule = Arrivals::Gamma { rate_per_s: rate, shape: 1.0 }.offsets_ns(count, 0);

@@ -313,7 +313,7 @@ pub fn token_check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chunk::apply_event;
+    use crate::chunk::{apply_event, Dialect};
     use crate::record::{Chunk, Failure, FailureKind};
 
     const MS: u64 = 1_000_000;
@@ -451,7 +451,7 @@ mod tests {
             ),
         ];
         for (t, e) in events {
-            assert_eq!(apply_event(e.as_bytes(), t * MS, &mut rec), Ok(false));
+            assert_eq!(apply_event(Dialect::OpenAi, e.as_bytes(), t * MS, &mut rec), Ok(false));
         }
         let m = request_metrics(&rec, 1, &words).unwrap_or_else(|| panic!("no metrics"));
         assert_eq!((m.ttft_ns, m.e2el_ns, m.tpot_ns), (9 * MS, 13 * MS, Some(4.0 * MS as f64)));

@@ -19,6 +19,7 @@ use std::sync::{Arc, Barrier, OnceLock};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
+use super::chunk::Dialect;
 use super::client::{execute, Clock, Pool};
 use super::error::{FlagError, RunError};
 use super::pacer::Pacer;
@@ -49,6 +50,8 @@ pub struct RunSpec {
     pub cpus: Vec<Option<usize>>,
     /// Each prompt's request.
     pub requests: Arc<Vec<PreparedRequest>>,
+    /// The stream format of every response.
+    pub dialect: Dialect,
     /// Open-loop send offsets in request order; None: unpaced.
     pub schedule: Option<Vec<u64>>,
     /// Unpaced runs: the request count, or None to run until `duration`.
@@ -128,6 +131,7 @@ pub fn run(spec: RunSpec) -> Result<RunOutput, RunError> {
     for plan in plans {
         let shared = Shared {
             requests: spec.requests.clone(),
+            dialect: spec.dialect,
             addr: spec.addr,
             reuse: spec.reuse_connections,
             timeout: spec.request_timeout,
@@ -208,6 +212,7 @@ fn plan_cores(spec: &RunSpec) -> Result<Vec<CorePlan>, FlagError> {
 /// What every core reads and nothing writes (but the progress counters).
 struct Shared {
     requests: Arc<Vec<PreparedRequest>>,
+    dialect: Dialect,
     addr: SocketAddr,
     reuse: bool,
     timeout: Duration,
@@ -266,7 +271,7 @@ impl Core {
             ..RequestRecord::default()
         };
         self.shared.progress.on_send();
-        execute(&self.pool, &clock, &request.bytes, &mut rec, self.shared.timeout).await;
+        execute(&self.pool, &clock, &request.bytes, self.shared.dialect, &mut rec, self.shared.timeout).await;
         // Records are kept to the end of the run: a short answer gives its room back.
         rec.chunks.shrink_to_fit();
         rec.text.shrink_to_fit();

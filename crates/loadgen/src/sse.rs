@@ -1,7 +1,8 @@
 //! Server-sent events framing: decoded body bytes in, the `data` of each complete event out.
 //! Lines may end in LF or CRLF; an event ends at a blank line; `data:` lines of one event are
-//! joined with '\n'; comments (":") and other fields are skipped. Bytes may arrive split
-//! anywhere: a partial line waits in the buffer for the next read.
+//! joined with '\n'; an event whose data is empty is not handed on (the SSE rule); comments
+//! (":") and other fields (`event:`, `id:`) are skipped. Bytes may arrive split anywhere: a
+//! partial line waits in the buffer for the next read.
 
 use memchr::memchr;
 
@@ -33,7 +34,7 @@ impl SseParser {
                 line = rest;
             }
             if line.is_empty() {
-                if std::mem::take(has_data) {
+                if std::mem::take(has_data) && !data.is_empty() {
                     let end = on_event(data);
                     data.clear();
                     if end? {
@@ -98,6 +99,8 @@ mod tests {
             (b"data: done\n\ndata: [DONE]\n\ndata: after\n\n", &["done", "[DONE]"]),
             (b"retry: 5\n\n\n\ndata: y\n\n", &["y"]),
             (b"data: partial\n", &[]),
+            (b"data:\n\ndata: z\n\n", &["z"]),
+            (b"data:\ndata:\n\n", &["\n"]),
         ];
         for (input, want) in cases {
             assert_eq!(events_of(&[input]), *want, "{}", String::from_utf8_lossy(input));

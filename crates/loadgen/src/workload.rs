@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::args::{BenchArgs, BenchConfig, DatasetName};
+use super::args::{Backend, BenchArgs, BenchConfig, DatasetName};
 use super::error::WorkloadError;
 use super::tokenizer::BenchTokenizer;
 use crate::limits;
@@ -201,7 +201,10 @@ fn count_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-/// The body of one streaming request.
+/// The body of one streaming request, in the shape of the backend's API: completions and chat
+/// ask for usage in the stream (per chunk too, unless --no-per-chunk-usage); Messages and
+/// Responses always stream it. --ignore-eos and the extras (sampling flags, --extra-body) go
+/// into every body, the extras last.
 pub fn request_body(args: &BenchArgs, config: &BenchConfig, model: &str, prompt: &Prompt) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
@@ -209,19 +212,40 @@ pub fn request_body(args: &BenchArgs, config: &BenchConfig, model: &str, prompt:
         PromptInput::Text(t) => json!(t),
         PromptInput::TokenIds(ids) => json!(ids),
     };
-    if args.backend.is_chat() {
-        body.insert("messages".into(), json!([{"role": "user", "content": input}]));
-        body.insert("max_completion_tokens".into(), json!(prompt.output_tokens));
-    } else {
-        body.insert("prompt".into(), input);
-        body.insert("max_tokens".into(), json!(prompt.output_tokens));
-    }
+    let usage_in_stream = match args.backend {
+        Backend::Openai | Backend::Vllm => {
+            body.insert("prompt".into(), input);
+            body.insert("max_tokens".into(), json!(prompt.output_tokens));
+            true
+        }
+        Backend::OpenaiChat => {
+            body.insert("messages".into(), json!([{"role": "user", "content": input}]));
+            body.insert("max_completion_tokens".into(), json!(prompt.output_tokens));
+            true
+        }
+        Backend::AnthropicMessages => {
+            body.insert("max_tokens".into(), json!(prompt.output_tokens));
+            body.insert("messages".into(), json!([{"role": "user", "content": input}]));
+            false
+        }
+        Backend::OpenaiResponses => {
+            body.insert("input".into(), input);
+            body.insert("max_output_tokens".into(), json!(prompt.output_tokens));
+            false
+        }
+    };
     body.insert("stream".into(), json!(true));
-    let mut stream_options = json!({"include_usage": true});
-    if !args.no_per_chunk_usage {
-        stream_options["continuous_usage_stats"] = json!(true);
+    if usage_in_stream {
+        let mut stream_options = json!({"include_usage": true});
+        if !args.no_per_chunk_usage {
+            stream_options["continuous_usage_stats"] = json!(true);
+        }
+        body.insert("stream_options".into(), stream_options);
     }
-    body.insert("stream_options".into(), stream_options);
+    if args.backend == Backend::OpenaiResponses {
+        // As vLLM's openai-responses backend: a benchmark's responses need not be kept.
+        body.insert("store".into(), json!(false));
+    }
     if args.ignore_eos {
         body.insert("ignore_eos".into(), json!(true));
     }
@@ -242,9 +266,6 @@ pub fn request_bytes(config: &BenchConfig, body: &Value, close: bool) -> Vec<u8>
     );
     if close {
         head.push_str("Connection: close\r\n");
-    }
-    if let Ok(key) = std::env::var("OPENAI_API_KEY") {
-        head.push_str(&format!("Authorization: Bearer {key}\r\n"));
     }
     for (k, v) in &config.headers {
         head.push_str(&format!("{k}: {v}\r\n"));
@@ -369,6 +390,60 @@ pub mod tests {
             assert_eq!(&got, want, "{flags:?}");
         }
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// Each backend's body, byte for byte (keys in the order sent).
+    #[test]
+    fn request_bodies_per_backend() {
+        let chat_usage = r#""stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}"#;
+        let cases: &[(&str, String)] = &[
+            (
+                "openai",
+                format!(r#"{{"model":"m","prompt":"hi","max_tokens":9,{chat_usage},"ignore_eos":true,"temperature":0}}"#),
+            ),
+            (
+                "vllm",
+                format!(r#"{{"model":"m","prompt":"hi","max_tokens":9,{chat_usage},"ignore_eos":true,"temperature":0}}"#),
+            ),
+            (
+                "openai-chat",
+                format!(
+                    r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],"max_completion_tokens":9,{chat_usage},"ignore_eos":true,"temperature":0}}"#
+                ),
+            ),
+            (
+                "anthropic-messages",
+                r#"{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"hi"}],"stream":true,"ignore_eos":true,"temperature":0}"#
+                    .into(),
+            ),
+            (
+                "openai-responses",
+                r#"{"model":"m","input":"hi","max_output_tokens":9,"stream":true,"store":false,"ignore_eos":true,"temperature":0}"#
+                    .into(),
+            ),
+        ];
+        let prompt = Prompt { input: PromptInput::Text("hi".into()), input_tokens: 1, output_tokens: 9 };
+        for (backend, golden) in cases {
+            let a = args(&["--backend", backend, "--ignore-eos", "--extra-body", r#"{"temperature":0}"#]);
+            let config = BenchConfig::from_args(&a).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(request_body(&a, &config, "m", &prompt).to_string(), *golden, "{backend}");
+        }
+        let a = args(&["--backend", "openai-chat", "--no-per-chunk-usage"]);
+        let config = BenchConfig::from_args(&a).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(request_body(&a, &config, "m", &prompt)["stream_options"], json!({"include_usage": true}));
+    }
+
+    #[test]
+    fn anthropic_requests_carry_the_version_header() {
+        let a = args(&["--backend", "anthropic-messages", "--header", "X-Team=perf"]);
+        let config = BenchConfig::from_args(&a).unwrap_or_else(|e| panic!("{e}"));
+        let prompt = Prompt { input: PromptInput::Text("hi".into()), input_tokens: 1, output_tokens: 9 };
+        let bytes = request_bytes(&config, &request_body(&a, &config, "m", &prompt), false);
+        let text = String::from_utf8_lossy(&bytes);
+        let (head, _) = text.split_once("\r\n\r\n").unwrap_or_default();
+        assert!(head.starts_with("POST /v1/messages HTTP/1.1\r\n"), "{head}");
+        assert!(head.contains("\r\nanthropic-version: 2023-06-01\r\n"), "{head}");
+        assert!(head.ends_with("\r\nX-Team: perf"), "--header last: {head}");
     }
 
     #[test]
