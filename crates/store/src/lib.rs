@@ -33,10 +33,15 @@
 //! choice of backend and its flag value.
 
 mod backend;
+mod chain;
 mod error;
+mod input_items;
 pub mod limits;
+mod memory;
+mod none;
 mod paging;
 mod records;
+mod storage;
 
 pub use backend::{Backend, BackendKind};
 pub use error::{StoreError, UnknownBackend};
