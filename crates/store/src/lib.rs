@@ -41,6 +41,7 @@ mod memory;
 mod none;
 mod paging;
 mod records;
+mod sqlite;
 mod storage;
 
 pub use backend::{Backend, BackendKind};
@@ -48,3 +49,5 @@ pub use error::{StoreError, UnknownBackend};
 pub use limits::Limits;
 pub use records::{Conversation, Item, ListQuery, Order, Page, StoredResponse};
 
+/// The SQLite schema version this build reads and writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = sqlite::SCHEMA_VERSION_SUPPORTED;
