@@ -43,11 +43,15 @@ mod paging;
 mod records;
 mod sqlite;
 mod storage;
+mod store;
+mod thread;
 
 pub use backend::{Backend, BackendKind};
 pub use error::{StoreError, UnknownBackend};
 pub use limits::Limits;
 pub use records::{Conversation, Item, ListQuery, Order, Page, StoredResponse};
+pub use store::Store;
+pub use thread::Reply;
 
 /// The SQLite schema version this build reads and writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = sqlite::SCHEMA_VERSION_SUPPORTED;
