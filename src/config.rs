@@ -202,6 +202,15 @@ pub struct LaunchArgs {
     /// directory, symlinks resolved (unset: anywhere the gateway's user can write).
     #[arg(long = "worker-socket-root", value_name = "DIR")]
     pub worker_socket_root: Option<PathBuf>,
+    /// Where stored responses (`/v1/responses` with `store`) and conversations live: `sqlite` (a
+    /// file in --data-dir, durable across restarts), `memory` (lost on exit) or `none` (nothing
+    /// is kept).
+    #[arg(long = "history-backend", value_name = "BACKEND", default_value = "sqlite")]
+    pub history_backend: shardgate_store::BackendKind,
+    /// The directory of the sqlite history (default: $XDG_DATA_HOME/shardgate, else
+    /// ~/.local/share/shardgate).
+    #[arg(long = "data-dir", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -341,6 +350,8 @@ pub struct Config {
     pub engine_silence_s: u64,
     /// `--worker-socket-root`: where `ipc://` socket files may be.
     pub worker_socket_root: Option<PathBuf>,
+    /// `--history-backend` in `--data-dir`: where stored responses and conversations live.
+    pub history: shardgate_store::Backend,
 }
 
 /// `--policy` and its settings.
@@ -514,8 +525,17 @@ impl Config {
             routing,
             engine_silence_s: a.engine_silence_timeout_secs.max(1),
             worker_socket_root,
+            history: a.history_backend.in_directory(&a.data_dir.clone().unwrap_or_else(default_data_dir)),
         })
     }
+}
+
+/// `$XDG_DATA_HOME/shardgate`, else `~/.local/share/shardgate` (the XDG base directory
+/// default), else `./shardgate-data` when there is no home.
+pub fn default_data_dir() -> PathBuf {
+    let xdg = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()).map(PathBuf::from);
+    let home = || std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".local/share"));
+    xdg.or_else(home).map_or_else(|| PathBuf::from("shardgate-data"), |d| d.join("shardgate"))
 }
 
 /// `--worker-socket-root`, absolute and without `..` (so where it points is plain). Without it,

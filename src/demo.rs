@@ -136,6 +136,8 @@ pub fn run(args: &DemoArgs) -> Result<(), StartupError> {
         routing: Default::default(),
         engine_silence_s: crate::limits::engine_silence_s_default,
         worker_socket_root: None,
+        // The demo keeps stored responses for its own lifetime only.
+        history: shardgate_store::Backend::Memory,
     };
     crate::gateway::run(config)
 }

@@ -282,6 +282,27 @@ impl fmt::Display for EngineFault {
     }
 }
 
+/// The store's failures as a client sees them: a full queue or a stopped store is a 503 to
+/// retry, a record that cannot be read back a 500 for that request only.
+impl From<shardgate_store::StoreError> for ApiError {
+    fn from(e: shardgate_store::StoreError) -> Self {
+        use shardgate_store::StoreError;
+        match &e {
+            StoreError::Busy | StoreError::Unavailable => {
+                tracing::warn!("response store: {e}");
+                ApiError::unavailable(&e).with_code("store_unavailable")
+            }
+            StoreError::NotFound(_) => ApiError::not_found(&e),
+            StoreError::Duplicate(_) => ApiError::bad_request(&e).with_code("duplicate_id"),
+            StoreError::ChainTooLong { .. } => ApiError::bad_request(&e).with_code("chain_too_long"),
+            StoreError::Corrupt { .. } | StoreError::SchemaTooNew { .. } | StoreError::Io(_) => {
+                tracing::error!("response store: {e}");
+                ApiError::internal(&e).with_code("store_error")
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

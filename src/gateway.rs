@@ -23,7 +23,10 @@ pub fn run(config: Config) -> Result<(), StartupError> {
         budget.reserved,
         budget.connections_per_shard
     );
-    let shared = Shared::new(config, budget.connections_per_shard);
+    let store = shardgate_store::Store::open(config.history.clone(), &shardgate_store::Limits::default())
+        .map_err(StartupError::History)?;
+    tracing::info!("response history: {}", config.history);
+    let shared = Shared::new(config, budget.connections_per_shard, store);
     crate::shutdown::spawn_watcher(shared.clone())?;
     let source = ModelSource {
         model_path: shared.config.model_path.clone(),

@@ -166,3 +166,16 @@ const _: () = assert!(http_over_cap_header_timeout_ms < http_header_read_timeout
 const _: () = assert!(http_header_read_timeout_s < http_body_read_timeout_s);
 const _: () = assert!(http_body_read_timeout_s < http_keepalive_idle_timeout_s);
 const _: () = assert!(metrics_connections_max < fds_reserved_base);
+
+/// `previous_response_id` chains the gateway follows back, at most: each link is one stored
+/// response loaded whole into the prompt.
+pub const response_chain_depth_max: usize = 256;
+
+/// Items of one conversation the gateway loads into a prompt, at most.
+pub const conversation_items_max: usize = 10_000;
+
+/// Items one `POST /v1/conversations/{id}/items` (or a new conversation) may add (SMG's bound).
+pub const conversation_items_per_request_max: usize = 20;
+
+/// Metadata keys of a conversation, at most (OpenAI's and SMG's bound).
+pub const conversation_metadata_keys_max: usize = 16;

@@ -46,6 +46,8 @@ pub enum StartupError {
     NoChatTemplate,
     Stdin(io::Error),
     Stdout(io::Error),
+    /// The response store would not open (`--history-backend`, `--data-dir`).
+    History(shardgate_store::StoreError),
 }
 
 impl fmt::Display for StartupError {
@@ -70,6 +72,7 @@ impl fmt::Display for StartupError {
             StartupError::NoChatTemplate => f.write_str("the model has no chat template"),
             StartupError::Stdin(e) => write!(f, "cannot read stdin: {e}"),
             StartupError::Stdout(e) => write!(f, "cannot write stdout: {e}"),
+            StartupError::History(e) => write!(f, "cannot open the response history (--history-backend): {e}"),
         }
     }
 }
@@ -81,6 +84,7 @@ impl std::error::Error for StartupError {
             StartupError::Asset(e) => Some(e),
             StartupError::Model(e) => Some(e),
             StartupError::Template(e) => Some(e),
+            StartupError::History(e) => Some(e),
             StartupError::Listen { source, .. }
             | StartupError::Thread { source, .. }
             | StartupError::NoPort { source, .. } => Some(source),

@@ -5,6 +5,7 @@
 pub mod chat_prompt;
 pub mod fields;
 pub mod invalid;
+pub mod list_query;
 pub mod model;
 pub mod openai;
 pub mod routes;

@@ -77,6 +77,10 @@ async fn route(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
         }
         ("DELETE", p) if p.starts_with("/workers/") => workers_api::delete(ctx, &p["/workers/".len()..]),
         ("POST", "/flush_cache") => ok(flush_cache(ctx)),
+        (m, p) if is_stored_state(p) => match stored(ctx, m, p, &req).await {
+            Some(answer) => answer,
+            None => Err(ApiError::method_not_allowed(format!("method {method} is not allowed on {p}"))),
+        },
         ("POST", "/start_profile") | ("POST", "/stop_profile") => {
             let op = path.trim_start_matches('/');
             Err(ApiError::not_implemented("unsupported_backend", format!("{op} is not supported over ZMQ")))
@@ -89,6 +93,41 @@ async fn route(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
         Ok((status, body)) => r.send_json(status, body.as_bytes()).await,
         Err(e) => r.send_error(&e).await,
     };
+}
+
+/// The stored-state routes of the Responses and Conversations APIs (`None`: the path exists
+/// but not for this method).
+async fn stored(ctx: &Rc<ShardCtx>, method: &str, path: &str, req: &Request) -> Option<Answer> {
+    use openai::{conversations, responses::stored as responses};
+    let query = req.head.query.as_deref();
+    let body = &req.body;
+    if let Some(rest) = path.strip_prefix("/v1/responses/") {
+        let answer = match (method, rest.split('/').collect::<Vec<_>>().as_slice()) {
+            ("GET", [id]) => responses::get(ctx, id).await,
+            ("DELETE", [id]) => responses::delete(ctx, id).await,
+            ("GET", [id, "input_items"]) => responses::input_items(ctx, id, query).await,
+            ("POST", [id, "cancel"]) => responses::cancel(ctx, id).await,
+            _ => return None,
+        };
+        return Some(answer.and_then(ok));
+    }
+    let rest = path.strip_prefix("/v1/conversations").unwrap_or_default();
+    let answer = match (method, rest.split('/').skip(1).collect::<Vec<_>>().as_slice()) {
+        ("POST", []) => conversations::create(ctx, body).await,
+        ("GET", [id]) => conversations::get(ctx, id).await,
+        ("POST", [id]) => conversations::update(ctx, id, body).await,
+        ("DELETE", [id]) => conversations::delete(ctx, id).await,
+        ("POST", [id, "items"]) => conversations::add_items(ctx, id, body).await,
+        ("GET", [id, "items"]) => conversations::list_items(ctx, id, query).await,
+        ("GET", [id, "items", item]) => conversations::get_item(ctx, id, item).await,
+        ("DELETE", [id, "items", item]) => conversations::delete_item(ctx, id, item).await,
+        _ => return None,
+    };
+    Some(answer.and_then(ok))
+}
+
+fn is_stored_state(path: &str) -> bool {
+    path.starts_with("/v1/responses/") || path == "/v1/conversations" || path.starts_with("/v1/conversations/")
 }
 
 /// A connection taken while its shard is at the connection cap: health probes are answered, so
@@ -114,6 +153,7 @@ pub async fn metrics(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
 
 fn is_known(path: &str) -> bool {
     path.starts_with("/workers/")
+        || is_stored_state(path)
         || matches!(
             path,
             "/v1/chat/completions"

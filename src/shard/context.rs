@@ -73,11 +73,13 @@ pub struct Shared {
     pub draining: std::sync::atomic::AtomicBool,
     /// Open API connections a shard holds at most (`http::fd_budget`).
     pub connections_per_shard: usize,
+    /// Stored responses and conversations (its own thread; every call is queued).
+    pub store: shardgate_store::Store,
     model: OnceLock<Result<Arc<ModelAssets>, ModelError>>,
 }
 
 impl Shared {
-    pub fn new(config: Config, connections_per_shard: usize) -> Arc<Self> {
+    pub fn new(config: Config, connections_per_shard: usize, store: shardgate_store::Store) -> Arc<Self> {
         let shards = config.shards;
         let registry = Registry::default();
         let parsers = ParserChoice::resolve(&config, &registry);
@@ -105,6 +107,7 @@ impl Shared {
                 admission: Arc::new(Admission::new(config.admission, notify)),
                 draining: Default::default(),
                 connections_per_shard,
+                store,
                 model: OnceLock::new(),
                 config,
             }

@@ -234,6 +234,8 @@ impl Gateway {
             .args(["--shards", &opts.shards.to_string(), "--health-check-interval-secs", "1", "--log-level", "debug"])
             .args(["--metrics-port", &metrics_port.to_string(), "--metrics-host", "127.0.0.1"])
             .args(&opts.gateway_args)
+            // The default sqlite history goes into the test's own directory.
+            .env("XDG_DATA_HOME", &dir)
             .envs(opts.gateway_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
             .stderr(log_file(&dir, "gateway.log"))

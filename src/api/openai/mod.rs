@@ -15,6 +15,7 @@ pub mod completion;
 pub mod completion_format;
 pub mod constraint;
 pub mod conversation;
+pub mod conversations;
 pub mod models;
 pub mod render;
 pub mod responses;

@@ -1,0 +1,142 @@
+//! The Conversations API and stored-response routes against a running gateway and its SQLite
+//! history: create, read, update (merged metadata), items (ids, paging both ways, a bad item
+//! refused whole), delete; unknown ids are 404s in OpenAI's envelope; the history survives a
+//! restart; a corrupt row is a 500 for that request only.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Gateway, Options};
+use serde_json::{json, Value};
+
+fn delete(g: &Gateway, path: &str) -> common::Response {
+    g.try_request("DELETE", path, None, &[]).unwrap()
+}
+
+#[test]
+fn conversations_and_their_items() {
+    let g = Gateway::start();
+    let created = g.post_json(
+        "/v1/conversations",
+        &json!({"metadata": {"topic": "demo"}, "items": [{"type": "message", "role": "user", "content": "hello"}]}),
+    );
+    assert_eq!(created.status, 200, "{}", created.text());
+    let c = created.json();
+    let id = c["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("conv_"), "{c}");
+    assert_eq!((c["object"].as_str(), c["metadata"]["topic"].as_str()), (Some("conversation"), Some("demo")));
+
+    // Metadata merges; null removes a key.
+    let updated = g.post_json(&format!("/v1/conversations/{id}"), &json!({"metadata": {"topic": null, "lang": "en"}}));
+    assert_eq!(updated.status, 200, "{}", updated.text());
+    assert_eq!(updated.json()["metadata"], json!({"lang": "en"}));
+    assert_eq!(g.get(&format!("/v1/conversations/{id}")).json()["metadata"], json!({"lang": "en"}));
+
+    let items: Vec<Value> = (0..4).map(|i| json!({"role": "assistant", "content": format!("reply {i}")})).collect();
+    let added = g.post_json(&format!("/v1/conversations/{id}/items"), &json!({"items": items}));
+    assert_eq!(added.status, 200, "{}", added.text());
+    let added = added.json();
+    assert_eq!(added["data"].as_array().unwrap().len(), 4);
+    assert_eq!(added["data"][0]["content"], json!([{"type": "output_text", "text": "reply 0"}]));
+
+    // Newest first by default; pages follow `after`.
+    let page = g.get(&format!("/v1/conversations/{id}/items?limit=2")).json();
+    let texts = |p: &Value| -> Vec<String> {
+        p["data"].as_array().unwrap().iter().map(|i| i["content"][0]["text"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(texts(&page), ["reply 3", "reply 2"]);
+    assert_eq!(page["has_more"], true);
+    let after = page["last_id"].as_str().unwrap();
+    let next = g.get(&format!("/v1/conversations/{id}/items?limit=2&after={after}")).json();
+    assert_eq!(texts(&next), ["reply 1", "reply 0"]);
+    let asc = g.get(&format!("/v1/conversations/{id}/items?order=asc&limit=100")).json();
+    assert_eq!(texts(&asc), ["hello", "reply 0", "reply 1", "reply 2", "reply 3"]);
+    assert_eq!(asc["has_more"], false);
+
+    let item_id = asc["data"][1]["id"].as_str().unwrap().to_string();
+    assert_eq!(g.get(&format!("/v1/conversations/{id}/items/{item_id}")).json()["id"], item_id.as_str());
+    let after_delete = delete(&g, &format!("/v1/conversations/{id}/items/{item_id}"));
+    assert_eq!((after_delete.status, after_delete.json()["id"].as_str()), (200, Some(id.as_str())));
+    assert_eq!(g.get(&format!("/v1/conversations/{id}/items/{item_id}")).status, 404);
+
+    // A bad item refuses the whole request, naming it; nothing is added.
+    let bad = g.post_json(
+        &format!("/v1/conversations/{id}/items"),
+        &json!({"items": [{"role": "user", "content": "ok"}, {"type": "web_search_call"}]}),
+    );
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert_eq!(bad.json()["error"]["param"], "items[1].type");
+    assert_eq!(g.get(&format!("/v1/conversations/{id}/items?limit=100")).json()["data"].as_array().unwrap().len(), 4);
+
+    let gone = delete(&g, &format!("/v1/conversations/{id}"));
+    assert_eq!(gone.json(), json!({"id": id, "object": "conversation.deleted", "deleted": true}));
+    for path in [format!("/v1/conversations/{id}"), format!("/v1/conversations/{id}/items")] {
+        let r = g.get(&path);
+        assert_eq!(r.status, 404, "{path}");
+        assert_eq!(r.json()["error"]["type"], "invalid_request_error", "{path}");
+    }
+}
+
+#[test]
+fn bad_requests_and_unknown_ids() {
+    let g = Gateway::start();
+    let cases: &[(&str, &str, Option<Value>, u16, &str)] = &[
+        ("GET", "/v1/responses/resp_nope", None, 404, "response_id"),
+        ("DELETE", "/v1/responses/resp_nope", None, 404, "response_id"),
+        ("GET", "/v1/responses/resp_nope/input_items", None, 404, "response_id"),
+        ("GET", "/v1/conversations/conv_nope", None, 404, "conversation_id"),
+        ("POST", "/v1/conversations", Some(json!({"metadata": "x"})), 400, "metadata"),
+        (
+            "POST",
+            "/v1/conversations",
+            Some(json!({"items": [{"role": "robot", "content": "x"}]})),
+            400,
+            "items[0].role",
+        ),
+        (
+            "POST",
+            "/v1/conversations",
+            Some(json!({"items": (0..21).map(|_| json!({"role": "user", "content": "x"})).collect::<Vec<_>>()})),
+            400,
+            "items",
+        ),
+        ("GET", "/v1/conversations/conv_x/items?limit=0", None, 400, "limit"),
+    ];
+    for (method, path, body, status, param) in cases {
+        let body = body.as_ref().map(Value::to_string);
+        let r = g.try_request(method, path, body.as_deref(), &[]).unwrap();
+        assert_eq!(r.status, *status, "{method} {path}: {}", r.text());
+        assert_eq!(r.json()["error"]["param"], *param, "{method} {path}");
+    }
+    assert_eq!(g.try_request("PUT", "/v1/conversations/conv_x", None, &[]).unwrap().status, 405);
+}
+
+#[test]
+fn the_history_survives_a_restart_and_a_corrupt_row_fails_only_its_request() {
+    let data = std::env::temp_dir().join(format!("sg-history-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let args = vec!["--data-dir".to_string(), data.display().to_string()];
+    let id = {
+        let mut g = Gateway::start_with(Options { gateway_args: args.clone(), ..Default::default() });
+        let c = g.post_json("/v1/conversations", &json!({"items": [{"role": "user", "content": "kept"}]})).json();
+        g.signal_gateway(libc::SIGTERM);
+        assert!(g.wait_gateway_exit(Duration::from_secs(30)).is_some());
+        c["id"].as_str().unwrap().to_string()
+    };
+    let g = Gateway::start_with(Options { gateway_args: args, ..Default::default() });
+    let items = g.get(&format!("/v1/conversations/{id}/items")).json();
+    assert_eq!(items["data"][0]["content"][0]["text"], "kept", "{items}");
+
+    // Another conversation's row is damaged behind the gateway's back.
+    let other = g.post_json("/v1/conversations", &json!({"metadata": {"a": "b"}})).json();
+    let other_id = other["id"].as_str().unwrap();
+    let db = rusqlite::Connection::open(data.join("history.sqlite3")).unwrap();
+    let changed = db.execute("UPDATE conversations SET metadata = '{not json' WHERE id = ?1", [other_id]).unwrap();
+    assert_eq!(changed, 1, "the test damaged the row");
+    let r = g.get(&format!("/v1/conversations/{other_id}"));
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("cannot be read"), "{}", r.text());
+    assert_eq!(g.get(&format!("/v1/conversations/{id}")).status, 200);
+    let _ = std::fs::remove_dir_all(&data);
+}
