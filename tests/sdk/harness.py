@@ -26,7 +26,8 @@ class Stack:
             subprocess.Popen([os.path.join(target, "shardgate"), "launch", "--worker-urls", url,
                               "--model-path", model_dir, "--served-model-name", served, "--host", "127.0.0.1",
                               "--port", str(self.port), "--health-check-interval-secs", "1",
-                              "--metrics-port", str(self.metrics_port), "--metrics-host", "127.0.0.1", *gateway_args],
+                              "--metrics-port", str(self.metrics_port), "--metrics-host", "127.0.0.1",
+                              "--data-dir", os.path.join(work, "data"), *gateway_args],
                              stderr=open(os.path.join(work, "gateway.log"), "w")),
         ]
         deadline = time.time() + 30
