@@ -65,6 +65,8 @@ fi
 if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   step "differential test against a real vLLM engine"
   limited 1800 python3 tests/real_vllm/differential.py --cases "${SHARDGATE_REAL_VLLM_CASES:-basic}"
+  step "Messages and Responses against a real vLLM engine and vllm serve"
+  limited 1800 python3 tests/real_vllm/differential_apis.py
   step "invalid output constraints against a real vLLM engine and xgrammar"
   limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/constraints.py
 fi
