@@ -13,6 +13,7 @@
 //! `docs/anthropic.md`.
 
 pub mod content;
+pub mod format;
 pub mod invalid;
 pub mod thinking;
 pub mod tools;
