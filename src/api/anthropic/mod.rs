@@ -13,7 +13,9 @@
 //! `docs/anthropic.md`.
 
 pub mod content;
+pub mod count_tokens;
 pub mod format;
 pub mod invalid;
+pub mod messages;
 pub mod thinking;
 pub mod tools;
