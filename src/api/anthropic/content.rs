@@ -105,7 +105,8 @@ fn push_turn(out: &mut Vec<Value>, i: usize, m: &Value) -> Result<(), ApiError> 
             return Err(other_api(
                 &format!("{at}.{key}"),
                 "Chat Completions",
-                "tool calls are tool_use blocks in an assistant message, their results tool_result blocks in a user message",
+                "tool calls are tool_use blocks in an assistant message, their results tool_result blocks in a \
+                 user message",
             ));
         }
     }
@@ -164,12 +165,14 @@ fn role(obj: &Map<String, Value>, at: &str) -> Result<Role, ApiError> {
             other @ ("tool" | "developer" | "function") => Err(other_api(
                 &param,
                 "Chat Completions",
-                &format!("'{other}' is not a role here: roles are 'user' and 'assistant', tool results are tool_result blocks"),
+                &format!(
+                    "'{other}' is not a role here: roles are 'user' and 'assistant', tool results are \
+                     tool_result blocks"
+                ),
             )),
-            other => Err(ApiError::invalid_param(
-                &param,
-                format!("Input should be 'user' or 'assistant', got '{other}'"),
-            )),
+            other => {
+                Err(ApiError::invalid_param(&param, format!("Input should be 'user' or 'assistant', got '{other}'")))
+            }
         },
         Some(_) => Err(ApiError::invalid_param(&param, "Input should be 'user' or 'assistant'")),
         None => Err(ApiError::invalid_param(&param, "Field required")),

@@ -49,7 +49,8 @@ fn conversions() {
             json!([
                 {"role": "user", "content": "weather?"},
                 {"role": "assistant", "content": "Let me look.", "tool_calls": [
-                    {"id": "toolu_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+                    {"id": "toolu_1", "type": "function",
+                     "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
                     {"id": "toolu_2", "type": "function", "function": {"name": "get_time", "arguments": {}}}]},
                 {"role": "tool", "tool_call_id": "toolu_1", "content": "sunny"},
                 {"role": "tool", "tool_call_id": "toolu_2", "content": "no\nclock"}
@@ -109,7 +110,7 @@ fn bad_input_names_its_field() {
         (
             json!({"messages": [{"role": "user", "content": "a"},
                                 {"role": "user", "content": [{"type": "text", "text": "b"},
-                                 {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}]}]}),
+                                 {"type": "image", "source": {"type": "base64", "data": ""}}]}]}),
             "messages.1.content.1",
             "image content blocks are not supported yet",
         ),
@@ -152,7 +153,7 @@ fn bad_input_names_its_field() {
         (assistant(json!([{"type": "thinking"}])), "messages.0.content.0.thinking", "Field required"),
         // OpenAI chat shapes.
         (
-            json!({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function"}]}]}),
+            json!({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"id": "c"}]}]}),
             "messages.0.tool_calls",
             "Chat Completions",
         ),

@@ -176,17 +176,24 @@ fn a_plain_stream_is_exactly_these_events() {
     let events = stream_events(&events(&["Hi", " there"], false), false);
     let got: Vec<(&str, String)> = events.iter().map(|(n, v)| (*n, v.to_string())).collect();
     let usage = |cached: u64, output: u64| {
-        format!("{{\"input_tokens\":7,\"output_tokens\":{output},\"cache_read_input_tokens\":{cached},\"cache_creation_input_tokens\":0}}")
+        format!(
+            "{{\"input_tokens\":7,\"output_tokens\":{output},\"cache_read_input_tokens\":{cached},\
+             \"cache_creation_input_tokens\":0}}"
+        )
     };
     let delta = |i: u32, text: &str| {
-        format!("{{\"type\":\"content_block_delta\",\"index\":{i},\"delta\":{{\"type\":\"text_delta\",\"text\":\"{text}\"}}}}")
+        format!(
+            "{{\"type\":\"content_block_delta\",\"index\":{i},\"delta\":{{\"type\":\"text_delta\",\
+             \"text\":\"{text}\"}}}}"
+        )
     };
     let expected = vec![
         (
             "message_start",
             format!(
-                "{{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_test\",\"type\":\"message\",\"role\":\"assistant\",\
-                 \"model\":\"m\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{}}}}}",
+                "{{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_test\",\"type\":\"message\",\
+                 \"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\
+                 \"stop_sequence\":null,\"usage\":{}}}}}",
                 usage(0, 0)
             ),
         ),
@@ -201,7 +208,8 @@ fn a_plain_stream_is_exactly_these_events() {
         (
             "message_delta",
             format!(
-                "{{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\",\"stop_sequence\":null}},\"usage\":{}}}",
+                "{{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\",\
+                 \"stop_sequence\":null}},\"usage\":{}}}",
                 usage(2, 11)
             ),
         ),

@@ -60,12 +60,15 @@ fn tool(t: &Value, at: &str) -> Result<(ToolSpec, Value), ApiError> {
                 "a tool here is {\"name\", \"description\", \"input_schema\"}, with no \"function\" wrapper",
             ))
         }
-        Some(other) => return Err(ApiError::invalid_param(
-            &format!("{at}.type"),
-            format!(
-                "tools of type '{other}' (Anthropic's server tools) are not supported; give a name and an input_schema"
-            ),
-        )),
+        Some(other) => {
+            return Err(ApiError::invalid_param(
+                &format!("{at}.type"),
+                format!(
+                    "tools of type '{other}' (Anthropic's server tools) are not supported; give a name and an \
+                     input_schema"
+                ),
+            ))
+        }
     }
     let name = match obj.get("name") {
         Some(Value::String(n)) if !n.is_empty() => n.clone(),
@@ -100,19 +103,20 @@ fn tool(t: &Value, at: &str) -> Result<(ToolSpec, Value), ApiError> {
 /// `tool_choice`; `auto` with tools and `none` without when absent.
 pub fn read_choice(f: &Fields<'_>, tools: &[ToolSpec]) -> Result<Choice, ApiError> {
     let default = if tools.is_empty() { ToolChoice::None } else { ToolChoice::Auto };
-    let o =
-        match f.get("tool_choice") {
-            None => return Ok(Choice { choice: default, one_call: false }),
-            Some(Value::Object(o)) => o,
-            Some(Value::String(s)) => return Err(other_api(
+    let o = match f.get("tool_choice") {
+        None => return Ok(Choice { choice: default, one_call: false }),
+        Some(Value::Object(o)) => o,
+        Some(Value::String(s)) => {
+            return Err(other_api(
                 "tool_choice",
                 "Chat Completions",
                 &format!(
                     "'{s}' is a string; here it is an object: {{\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}}"
                 ),
-            )),
-            Some(_) => return Err(ApiError::invalid_param("tool_choice", "Input should be a valid dictionary")),
-        };
+            ))
+        }
+        Some(_) => return Err(ApiError::invalid_param("tool_choice", "Input should be a valid dictionary")),
+    };
     let choice = match o.get("type") {
         Some(Value::String(t)) => match t.as_str() {
             "auto" => ToolChoice::Auto,
@@ -226,7 +230,8 @@ mod tests {
             ),
             (json!({"tools": tools, "tool_choice": {"type": "any"}}), one(ToolChoice::Required, false)),
             (
-                json!({"tools": tools, "tool_choice": {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": true}}),
+                json!({"tools": tools,
+                       "tool_choice": {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": true}}),
                 one(ToolChoice::Named("get_weather".into()), true),
             ),
             (json!({"tools": tools, "tool_choice": {"type": "none"}}), one(ToolChoice::None, false)),
