@@ -380,6 +380,32 @@ fn model_tool_calls_thinking_and_a_tool_round_trip() {
     assert!(count(json!({"type": "disabled"})) > count(json!({"type": "enabled", "budget_tokens": 1024})));
 }
 
+/// An engine lost after its output began: the stream ends with one `event: error` in
+/// Anthropic's shape (nothing after it), and a body request gets the status and envelope.
+#[test]
+fn an_engine_lost_mid_stream_ends_the_stream_with_an_error_event() {
+    for stream in [true, false] {
+        let g = Gateway::start_with(Options {
+            script: Some(json!({"text": TEXT.repeat(20)}).to_string()),
+            sim_args: ["--fault", "die@1:3"].map(String::from).to_vec(),
+            ..Default::default()
+        });
+        let r = g.post_json("/v1/messages", &message(json!({"stream": stream, "max_tokens": 500})));
+        if !stream {
+            let (status, kind, message) = error_of(&r);
+            assert_eq!((status, kind.as_str()), (500, "api_error"), "{message}");
+            continue;
+        }
+        let events = events(&r);
+        let (last, error) = events.last().expect("events");
+        assert_eq!(last, "error", "{events:?}");
+        assert_eq!(error["error"]["type"], "api_error", "{error}");
+        assert!(error["error"]["message"].as_str().unwrap_or("").contains("ENGINE_CORE_DEAD"), "{error}");
+        assert_eq!(events[0].0, "message_start");
+        assert!(!events.iter().any(|(n, _)| n == "message_stop"), "{events:?}");
+    }
+}
+
 #[test]
 fn messages_are_counted_under_their_own_label() {
     let g = Gateway::with_script(&[("", TEXT)]);
