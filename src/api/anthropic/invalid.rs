@@ -9,10 +9,12 @@ use crate::api::fields::Fields;
 use crate::error::ApiError;
 
 /// `e` with its field named at the start of the message, unless the message already starts
-/// with it (vLLM's words for a bad value: `temperature must be in [0, 2], got 3.0.`).
+/// with it, bare or quoted (vLLM's words for a bad value, `temperature must be in [0, 2], got
+/// 3.0.`; a type error, `'top_k' must be an integer, got a string`).
 pub fn named(mut e: ApiError) -> ApiError {
     if let Some(param) = &e.param {
-        if !e.message.starts_with(param.as_str()) {
+        let quoted = e.message.strip_prefix('\'').is_some_and(|m| m.starts_with(param.as_str()));
+        if !e.message.starts_with(param.as_str()) && !quoted {
             e.message = format!("{param}: {}", e.message);
         }
     }
@@ -66,6 +68,8 @@ mod tests {
         assert_eq!(e.message, "temperature must be in [0, 2], got 3.0.");
         let e = named(ApiError::invalid_param("stop_sequences", "stop cannot contain an empty string."));
         assert_eq!(e.message, "stop_sequences: stop cannot contain an empty string.");
+        let e = named(ApiError::invalid_param("top_k", "'top_k' must be an integer, got a string"));
+        assert_eq!(e.message, "'top_k' must be an integer, got a string");
         assert_eq!(named(ApiError::bad_request("invalid JSON body: x")).message, "invalid JSON body: x");
     }
 
