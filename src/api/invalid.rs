@@ -14,15 +14,21 @@ pub struct Names {
     pub prompt: &'static str,
     pub max_tokens: &'static str,
     pub logprobs: &'static str,
+    pub stop: &'static str,
 }
 
 impl Names {
-    pub const COMPLETIONS: Names = Names { prompt: "prompt", max_tokens: "max_tokens", logprobs: "logprobs" };
+    pub const COMPLETIONS: Names =
+        Names { prompt: "prompt", max_tokens: "max_tokens", logprobs: "logprobs", stop: "stop" };
+
+    /// Anthropic's Messages API: stop strings are `stop_sequences`; it has no logprobs.
+    pub const MESSAGES: Names =
+        Names { prompt: "messages", max_tokens: "max_tokens", logprobs: "logprobs", stop: "stop_sequences" };
 
     /// Chat's names; the output bound is named by the field the request used.
     pub fn chat(max_completion_tokens_given: bool) -> Names {
         let max_tokens = if max_completion_tokens_given { "max_completion_tokens" } else { "max_tokens" };
-        Names { prompt: "messages", max_tokens, logprobs: "top_logprobs" }
+        Names { prompt: "messages", max_tokens, logprobs: "top_logprobs", stop: "stop" }
     }
 
     pub fn param(&self, field: Field) -> &'static str {
@@ -30,6 +36,7 @@ impl Names {
             Field::Prompt => self.prompt,
             Field::MaxTokens => self.max_tokens,
             Field::Logprobs => self.logprobs,
+            Field::Stop => self.stop,
             other => vllm_name(other),
         }
     }
@@ -291,6 +298,14 @@ mod tests {
                 "Tool definition 'A' has multiple schemas, which is not supported.",
             ),
         ];
+        let cases = cases.into_iter().chain([(
+            Names::MESSAGES,
+            Field::Stop,
+            Problem::EmptyString(vec![String::new()]),
+            p("stop_sequences"),
+            value,
+            "stop cannot contain an empty string.",
+        )]);
         for (names, field, problem, param, code, message) in cases {
             assert_eq!(error(names, field, problem), (400, param, code, message.to_string()));
         }

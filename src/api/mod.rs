@@ -1,7 +1,8 @@
-//! The HTTP API surface: routes, and the OpenAI wire types. Handlers turn JSON into a
-//! `pipeline::request::GenerateRequest` and the pipeline's events back into JSON; they own no
-//! engine or text logic themselves.
+//! The HTTP API surface: routes, and the OpenAI and Anthropic wire types. Handlers turn JSON
+//! into a `pipeline::request::GenerateRequest` and the pipeline's events back into JSON; they
+//! own no engine or text logic themselves.
 
+pub mod anthropic;
 pub mod chat_prompt;
 pub mod fields;
 pub mod invalid;

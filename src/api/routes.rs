@@ -9,7 +9,7 @@ use crate::http::response::Responder;
 use crate::shard::ShardCtx;
 use crate::workers::{api as workers_api, WorkerStatus};
 
-use super::{openai, security};
+use super::{anthropic, openai, security};
 
 /// A handler's answer: status and JSON body (empty body: plain 200 with no content).
 type Answer = Result<(u16, String), ApiError>;
@@ -58,6 +58,8 @@ async fn route(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
     let answer: Answer = match (method, path) {
         ("POST", "/v1/chat/completions") => return openai::chat::handle(ctx, &req.body, r).await,
         ("POST", "/v1/completions") => return openai::completion::handle(ctx, &req.body, r).await,
+        ("POST", "/v1/messages") => return anthropic::messages::handle(ctx, &req.body, r).await,
+        ("POST", "/v1/messages/count_tokens") => anthropic::count_tokens::count(ctx, &req.body).and_then(ok),
         ("GET", "/v1/models") => openai::models::list(ctx).and_then(ok),
         ("GET", p) if p.starts_with("/v1/models/") => openai::models::get(ctx, &p["/v1/models/".len()..]).and_then(ok),
         ("POST", "/v1/tokenize") | ("POST", "/tokenize") => openai::tokenize::tokenize(ctx, &req.body).and_then(ok),
@@ -158,6 +160,8 @@ fn is_known(path: &str) -> bool {
             path,
             "/v1/chat/completions"
                 | "/v1/completions"
+                | "/v1/messages"
+                | "/v1/messages/count_tokens"
                 | "/v1/models"
                 | "/v1/tokenize"
                 | "/v1/detokenize"

@@ -102,6 +102,10 @@ pub fn cors_headers(security: &Security, head: &RequestHead) -> Vec<(&'static st
     }
 }
 
+/// The request headers a preflight allows when the browser names none: the keys' two
+/// headers and Anthropic's version headers.
+const PREFLIGHT_HEADERS_DEFAULT: &str = "authorization, content-type, x-api-key, anthropic-version, anthropic-beta";
+
 /// The extra headers of a preflight answer, when `head` is a preflight from an allowed origin.
 pub fn preflight(security: &Security, head: &RequestHead) -> Option<Vec<(&'static str, String)>> {
     if head.method != "OPTIONS" || head.header("access-control-request-method").is_none() {
@@ -112,12 +116,13 @@ pub fn preflight(security: &Security, head: &RequestHead) -> Option<Vec<(&'stati
         return None;
     }
     headers.push(("access-control-allow-methods", "GET, POST, PATCH, DELETE, OPTIONS".to_string()));
-    // Echo what the browser asks for (the SDKs send authorization and x-stainless-*), keeping
-    // only header-name characters so nothing can be injected into our response.
+    // Echo what the browser asks for (the SDKs send authorization, x-stainless-*, and
+    // Anthropic's anthropic-version and anthropic-beta), keeping only header-name characters so
+    // nothing can be injected into our response.
     let requested = head.header("access-control-request-headers").unwrap_or("");
     let clean: String =
         requested.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ',' | ' ')).collect();
-    let allow = if clean.trim().is_empty() { "authorization, content-type, x-api-key".to_string() } else { clean };
+    let allow = if clean.trim().is_empty() { PREFLIGHT_HEADERS_DEFAULT.to_string() } else { clean };
     headers.push(("access-control-allow-headers", allow));
     headers.push(("access-control-max-age", limits::cors_preflight_max_age_s.to_string()));
     Some(headers)
@@ -162,6 +167,9 @@ mod tests {
             (keys(Some("k1"), None), bearer("k1"), Access::Data, true),
             (keys(Some("k1"), None), head(&[("authorization", "bearer k1")]), Access::Data, true),
             (keys(Some("k1"), None), x_api("k1"), Access::Data, true),
+            (keys(Some("k1"), None), x_api("k2"), Access::Data, false),
+            (keys(Some("k1"), Some("a1")), x_api("a1"), Access::Admin, true),
+            (keys(Some("k1"), Some("a1")), x_api("k1"), Access::Admin, false),
             (keys(Some("k1"), None), bearer("k2"), Access::Data, false),
             (keys(Some("k1"), None), bearer("k1x"), Access::Data, false),
             (keys(Some("k1"), None), bearer("k"), Access::Data, false),
@@ -212,5 +220,25 @@ mod tests {
         let allow = &h.iter().find(|(k, _)| *k == "access-control-allow-headers").unwrap().1;
         assert_eq!(allow, "authorization, x-stainless-osx-evil 1");
         assert!(preflight(&sec(&[]), &pre).is_none());
+        // An Anthropic SDK in a browser: its key and version headers are allowed, asked for
+        // or not.
+        let allowed = |pre: &RequestHead| {
+            let h = preflight(&sec(&["*"]), pre).expect("a preflight");
+            h.iter().find(|(k, _)| *k == "access-control-allow-headers").map(|(_, v)| v.clone()).unwrap_or_default()
+        };
+        let mut asked = head(&[
+            ("origin", "https://a.example"),
+            ("access-control-request-method", "POST"),
+            ("access-control-request-headers", "x-api-key, anthropic-version, anthropic-beta, content-type"),
+        ]);
+        asked.method = "OPTIONS".into();
+        let mut unasked = head(&[("origin", "https://a.example"), ("access-control-request-method", "POST")]);
+        unasked.method = "OPTIONS".into();
+        for pre in [asked, unasked] {
+            let allow = allowed(&pre);
+            for name in ["x-api-key", "anthropic-version", "anthropic-beta", "content-type"] {
+                assert!(allow.split(", ").any(|h| h == name), "{name} not in {allow:?}");
+            }
+        }
     }
 }

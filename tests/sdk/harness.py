@@ -10,10 +10,13 @@ class Stack:
     """A scripted simulator behind a gateway; use as a context manager."""
 
     def __init__(self, target, model_dir, work, script_text, sim_args=(), gateway_args=(), served="sdk-model"):
+        """`script_text`: the text the engine answers every prompt with, or a list of script
+        lines (`{"prompt_contains", "text"}`, the first line that matches answers)."""
         os.makedirs(work, exist_ok=True)
         script = os.path.join(work, "script.jsonl")
+        lines = [{"text": script_text}] if isinstance(script_text, str) else script_text
         with open(script, "w") as f:
-            f.write(json.dumps({"text": script_text}) + "\n")
+            f.write("".join(json.dumps(line) + "\n" for line in lines))
         url = f"ipc://{work}/engine"
         self.port = free_port()
         self.metrics_port = free_port()
@@ -50,6 +53,11 @@ class Stack:
     @property
     def base_url(self):
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def root_url(self):
+        """The gateway without `/v1` (the Anthropic SDK adds `/v1/messages` itself)."""
+        return f"http://127.0.0.1:{self.port}"
 
     def close(self):
         for p in self.procs:

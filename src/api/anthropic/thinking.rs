@@ -1,0 +1,106 @@
+//! `thinking` → the chat template's thinking switch, and whether the reasoning parser starts
+//! in reasoning.
+//!
+//! `{"type": "enabled", "budget_tokens": N}` (or Anthropic's newer `adaptive`) turns it on,
+//! `{"type": "disabled"}` off; without `thinking` the template's own default holds.
+//! `pipeline::thinking` writes the choice under the name the template reads. The budget is
+//! checked to be a positive integer and not enforced: nothing in the engine can end a
+//! thinking block at a token count, and vLLM's Anthropic endpoint ignores it too (Anthropic
+//! asks for at least 1,024, below `max_tokens`; clients sized for Anthropic pass either way).
+
+use serde_json::{Map, Value};
+
+use crate::api::fields::Fields;
+use crate::error::ApiError;
+use crate::pipeline::thinking;
+
+/// The template variables `thinking` implies, and whether thinking is on.
+pub fn template_variables(f: &Fields<'_>, template_source: &str) -> Result<(Map<String, Value>, bool), ApiError> {
+    let preference = preference(f)?;
+    let mut variables = Map::new();
+    let Some(key) = thinking::template_key(template_source) else { return Ok((variables, false)) };
+    let on = thinking::apply(key, preference, &mut variables);
+    Ok((variables, on))
+}
+
+/// On, off, or no opinion.
+fn preference(f: &Fields<'_>) -> Result<Option<bool>, ApiError> {
+    let Some(t) = f.object("thinking")? else { return Ok(None) };
+    match t.get("type") {
+        Some(Value::String(kind)) => match kind.as_str() {
+            "enabled" => {
+                check_budget(t.get("budget_tokens"))?;
+                Ok(Some(true))
+            }
+            "adaptive" => Ok(Some(true)),
+            "disabled" => Ok(Some(false)),
+            other => Err(ApiError::invalid_param(
+                "thinking.type",
+                format!(
+                    "Input tag '{other}' does not match any of the expected tags: 'enabled', 'disabled', 'adaptive'"
+                ),
+            )),
+        },
+        Some(_) => Err(ApiError::invalid_param("thinking.type", "Input should be a valid string")),
+        None => Err(ApiError::invalid_param("thinking.type", "Field required")),
+    }
+}
+
+fn check_budget(budget: Option<&Value>) -> Result<(), ApiError> {
+    let positive = match budget {
+        None | Some(Value::Null) => true,
+        Some(Value::Number(n)) => {
+            n.as_i64().map_or_else(|| n.as_f64().is_some_and(|f| f.fract() == 0.0 && f >= 1.0), |i| i >= 1)
+        }
+        Some(_) => false,
+    };
+    if positive {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_param("thinking.budget_tokens", "must be a positive integer"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const QWEN: &str = "{% if enable_thinking is defined and enable_thinking is false %}";
+
+    #[test]
+    fn thinking_sets_the_templates_switch() {
+        let cases = [
+            (json!({"thinking": {"type": "enabled", "budget_tokens": 2048}}), QWEN, true, Some(json!(true))),
+            (json!({"thinking": {"type": "adaptive"}}), QWEN, true, Some(json!(true))),
+            (json!({"thinking": {"type": "disabled"}}), QWEN, false, Some(json!(false))),
+            (json!({}), QWEN, false, None),
+            // A template without a switch: nothing to set, the parser starts in text.
+            (json!({"thinking": {"type": "enabled", "budget_tokens": 2048}}), "{{ messages }}", false, None),
+        ];
+        for (body, template, on, written) in cases {
+            let (variables, got) = template_variables(&Fields::new(&body), template).expect("valid");
+            assert_eq!(got, on, "{body}");
+            assert_eq!(variables.get("enable_thinking"), written.as_ref(), "{body}");
+        }
+    }
+
+    #[test]
+    fn bad_thinking_is_refused_naming_the_field() {
+        let cases = [
+            (json!({"thinking": "on"}), "thinking"),
+            (json!({"thinking": {}}), "thinking.type"),
+            (json!({"thinking": {"type": "sometimes"}}), "thinking.type"),
+            (json!({"thinking": {"type": "enabled", "budget_tokens": 0}}), "thinking.budget_tokens"),
+            (json!({"thinking": {"type": "enabled", "budget_tokens": 1.5}}), "thinking.budget_tokens"),
+            (json!({"thinking": {"type": "enabled", "budget_tokens": "2048"}}), "thinking.budget_tokens"),
+        ];
+        for (body, param) in cases {
+            // Refused whatever the template, as Anthropic refuses it.
+            let e = template_variables(&Fields::new(&body), "{{ messages }}").expect_err(&body.to_string());
+            assert_eq!((e.status, e.param.as_deref()), (400, Some(param)), "{body}");
+        }
+        let small = json!({"thinking": {"type": "enabled", "budget_tokens": 16}});
+        assert!(template_variables(&Fields::new(&small), QWEN).is_ok(), "any positive budget is taken");
+    }
+}
