@@ -4,9 +4,10 @@
 //! `{"type": "enabled", "budget_tokens": N}` (or Anthropic's newer `adaptive`) turns it on,
 //! `{"type": "disabled"}` off; without `thinking` the template's own default holds.
 //! `pipeline::thinking` writes the choice under the name the template reads. The budget is
-//! checked to be a positive integer and not enforced: nothing in the engine can end a
-//! thinking block at a token count, and vLLM's Anthropic endpoint ignores it too (Anthropic
-//! asks for at least 1,024, below `max_tokens`; clients sized for Anthropic pass either way).
+//! checked to be a positive integer below `max_tokens` (as Anthropic and vLLM refuse one that
+//! is not) and not otherwise enforced: nothing in the engine can end a thinking block at a
+//! token count, and vLLM's Anthropic endpoint ignores it too (Anthropic also asks for at least
+//! 1,024; clients sized for Anthropic pass either way).
 
 use serde_json::{Map, Value};
 
@@ -29,7 +30,7 @@ fn preference(f: &Fields<'_>) -> Result<Option<bool>, ApiError> {
     match t.get("type") {
         Some(Value::String(kind)) => match kind.as_str() {
             "enabled" => {
-                check_budget(t.get("budget_tokens"))?;
+                check_budget(t.get("budget_tokens"), f.get("max_tokens").and_then(Value::as_f64))?;
                 Ok(Some(true))
             }
             "adaptive" => Ok(Some(true)),
@@ -46,7 +47,15 @@ fn preference(f: &Fields<'_>) -> Result<Option<bool>, ApiError> {
     }
 }
 
-fn check_budget(budget: Option<&Value>) -> Result<(), ApiError> {
+/// A positive integer, below `max_tokens` when the request has one (`count_tokens` has none).
+fn check_budget(budget: Option<&Value>, max_tokens: Option<f64>) -> Result<(), ApiError> {
+    let below_max = match (budget.and_then(Value::as_f64), max_tokens) {
+        (Some(b), Some(max)) => b < max,
+        _ => true,
+    };
+    if !below_max {
+        return Err(ApiError::invalid_param("thinking.budget_tokens", "must be less than max_tokens"));
+    }
     let positive = match budget {
         None | Some(Value::Null) => true,
         Some(Value::Number(n)) => {
@@ -72,6 +81,12 @@ mod tests {
     fn thinking_sets_the_templates_switch() {
         let cases = [
             (json!({"thinking": {"type": "enabled", "budget_tokens": 2048}}), QWEN, true, Some(json!(true))),
+            (
+                json!({"max_tokens": 4096, "thinking": {"type": "enabled", "budget_tokens": 2048}}),
+                QWEN,
+                true,
+                Some(json!(true)),
+            ),
             (json!({"thinking": {"type": "adaptive"}}), QWEN, true, Some(json!(true))),
             (json!({"thinking": {"type": "disabled"}}), QWEN, false, Some(json!(false))),
             (json!({}), QWEN, false, None),
@@ -94,6 +109,7 @@ mod tests {
             (json!({"thinking": {"type": "enabled", "budget_tokens": 0}}), "thinking.budget_tokens"),
             (json!({"thinking": {"type": "enabled", "budget_tokens": 1.5}}), "thinking.budget_tokens"),
             (json!({"thinking": {"type": "enabled", "budget_tokens": "2048"}}), "thinking.budget_tokens"),
+            (json!({"max_tokens": 24, "thinking": {"type": "enabled", "budget_tokens": 24}}), "thinking.budget_tokens"),
         ];
         for (body, param) in cases {
             // Refused whatever the template, as Anthropic refuses it.
