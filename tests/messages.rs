@@ -352,7 +352,7 @@ fn model_tool_calls_thinking_and_a_tool_round_trip() {
     assert_eq!(r.json()["content"], json!([{"type": "text", "text": "It is sunny in Paris."}]));
     // Thinking on: the reasoning is a thinking block before the text.
     for stream in [false, true] {
-        let body = message(json!({"stream": stream, "thinking": {"type": "enabled", "budget_tokens": 2048},
+        let body = message(json!({"stream": stream, "thinking": {"type": "enabled", "budget_tokens": 32},
                                   "messages": [{"role": "user", "content": "think first"}]}));
         let r = g.post_json("/v1/messages", &body);
         let content = if stream {

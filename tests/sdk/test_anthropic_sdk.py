@@ -150,7 +150,7 @@ def stream_final(client, args):
 def thinking_blocks(stack):
     client = client_for(stack, api_key=KEY)
     args = dict(model=MODEL, max_tokens=200, messages=user("think first"),
-                thinking={"type": "enabled", "budget_tokens": 1024})
+                thinking={"type": "enabled", "budget_tokens": 100})
     for m in (client.messages.create(**args), stream_final(client, args)):
         assert [b.type for b in m.content] == ["thinking", "text"], m.content
         assert m.content[0].thinking == "plan the answer" and m.content[0].signature == "", m.content
