@@ -19,6 +19,9 @@ pub struct Names {
 impl Names {
     pub const COMPLETIONS: Names = Names { prompt: "prompt", max_tokens: "max_tokens", logprobs: "logprobs" };
 
+    /// `/v1/responses`: the prompt is rendered from `input`.
+    pub const RESPONSES: Names = Names { prompt: "input", max_tokens: "max_output_tokens", logprobs: "top_logprobs" };
+
     /// Chat's names; the output bound is named by the field the request used.
     pub fn chat(max_completion_tokens_given: bool) -> Names {
         let max_tokens = if max_completion_tokens_given { "max_completion_tokens" } else { "max_tokens" };
