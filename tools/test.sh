@@ -51,6 +51,9 @@ fi
 .venv/bin/pip install -q -r tests/sdk/requirements.txt -r tests/templates/requirements.txt
 limited 600 .venv/bin/python tests/sdk/test_openai_sdk.py target/release "$MODEL_DIR"
 
+step "OpenAI SDK's Responses client against the gateway"
+limited 600 .venv/bin/python tests/sdk/test_responses_sdk.py target/release "$MODEL_DIR"
+
 step "chat templates of five model families against transformers"
 limited 600 .venv/bin/python tests/templates/test_templates.py target/release
 
