@@ -54,6 +54,9 @@ limited 600 .venv/bin/python tests/sdk/test_openai_sdk.py target/release "$MODEL
 step "Anthropic SDK against the Messages API"
 limited 600 .venv/bin/python tests/sdk/test_anthropic_sdk.py target/release "$MODEL_DIR"
 
+step "OpenAI SDK's Responses client against the gateway"
+limited 600 .venv/bin/python tests/sdk/test_responses_sdk.py target/release "$MODEL_DIR"
+
 step "chat templates of five model families against transformers"
 limited 600 .venv/bin/python tests/templates/test_templates.py target/release
 

@@ -25,6 +25,9 @@ impl Names {
     pub const MESSAGES: Names =
         Names { prompt: "messages", max_tokens: "max_tokens", logprobs: "logprobs", stop: "stop_sequences" };
 
+    /// `/v1/responses`: the prompt is rendered from `input`.
+    pub const RESPONSES: Names = Names { prompt: "input", max_tokens: "max_output_tokens", logprobs: "top_logprobs" };
+
     /// Chat's names; the output bound is named by the field the request used.
     pub fn chat(max_completion_tokens_given: bool) -> Names {
         let max_tokens = if max_completion_tokens_given { "max_completion_tokens" } else { "max_tokens" };

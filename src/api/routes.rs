@@ -60,6 +60,7 @@ async fn route(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
         ("POST", "/v1/completions") => return openai::completion::handle(ctx, &req.body, r).await,
         ("POST", "/v1/messages") => return anthropic::messages::handle(ctx, &req.body, r).await,
         ("POST", "/v1/messages/count_tokens") => anthropic::count_tokens::count(ctx, &req.body).and_then(ok),
+        ("POST", "/v1/responses") => return openai::responses::create::handle(ctx, &req.body, r).await,
         ("GET", "/v1/models") => openai::models::list(ctx).and_then(ok),
         ("GET", p) if p.starts_with("/v1/models/") => openai::models::get(ctx, &p["/v1/models/".len()..]).and_then(ok),
         ("POST", "/v1/tokenize") | ("POST", "/tokenize") => openai::tokenize::tokenize(ctx, &req.body).and_then(ok),
@@ -162,6 +163,7 @@ fn is_known(path: &str) -> bool {
                 | "/v1/completions"
                 | "/v1/messages"
                 | "/v1/messages/count_tokens"
+                | "/v1/responses"
                 | "/v1/models"
                 | "/v1/tokenize"
                 | "/v1/detokenize"

@@ -22,7 +22,7 @@ fn bad(param: &str, message: impl Into<String>) -> ApiError {
 pub fn parse(f: &Fields<'_>) -> Result<Option<Constraint>, ApiError> {
     let mut found: Vec<(&'static str, Constraint)> = Vec::new();
     if let Some(rf) = f.get("response_format").filter(|v| !v.is_null()) {
-        if let Some(c) = response_format(rf)? {
+        if let Some(c) = output_format(rf, "response_format", &["json_schema", "schema"])? {
             found.push(("response_format", c));
         }
     }
@@ -56,28 +56,34 @@ pub fn parse(f: &Fields<'_>) -> Result<Option<Constraint>, ApiError> {
     }
 }
 
-fn response_format(rf: &Value) -> Result<Option<Constraint>, ApiError> {
-    let p = "response_format";
-    let kind = rf.get("type").and_then(Value::as_str).ok_or_else(|| bad(p, "response_format needs a 'type'"))?;
+/// An output format object by its `type`: `text` (no constraint), `json_object`, or
+/// `json_schema` with its schema at `schema_path` inside the object. Chat's `response_format`
+/// (`json_schema.schema`) and Responses' `text.format` (`schema`) differ only there; `param`
+/// names the object.
+pub fn output_format(format: &Value, param: &str, schema_path: &[&str]) -> Result<Option<Constraint>, ApiError> {
+    let kind =
+        format.get("type").and_then(Value::as_str).ok_or_else(|| bad(param, format!("{param} needs a 'type'")))?;
     match kind {
         "text" => Ok(None),
         "json_object" => Ok(Some(Constraint::JsonObject)),
         "json_schema" => {
-            let schema = rf
-                .get("json_schema")
-                .and_then(|j| j.get("schema"))
-                .ok_or_else(|| bad(p, "response_format 'json_schema' needs 'json_schema.schema'"))?;
-            json_schema(schema, "response_format.json_schema.schema").map(Some)
+            let path = schema_path.join(".");
+            let schema = schema_path
+                .iter()
+                .try_fold(format, |v, key| v.get(key))
+                .filter(|v| !v.is_null())
+                .ok_or_else(|| bad(param, format!("{param} 'json_schema' needs '{path}'")))?;
+            json_schema(schema, &format!("{param}.{path}")).map(Some)
         }
         other => Err(bad(
-            p,
-            format!("response_format type '{other}' is not supported; use 'text', 'json_object' or 'json_schema'"),
+            param,
+            format!("{param} type '{other}' is not supported; use 'text', 'json_object' or 'json_schema'"),
         )),
     }
 }
 
 /// vLLM's `structured_outputs`: exactly one of its constraint keys.
-fn structured_outputs(so: &Value) -> Result<Constraint, ApiError> {
+pub fn structured_outputs(so: &Value) -> Result<Constraint, ApiError> {
     let p = "structured_outputs";
     let o = so.as_object().ok_or_else(|| bad(p, "structured_outputs must be an object"))?;
     let mut set: Vec<Constraint> = Vec::new();

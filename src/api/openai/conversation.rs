@@ -25,10 +25,16 @@ pub fn normalize(messages: &Value, template_source: &str) -> Result<Value, ApiEr
     for (i, m) in list.iter().enumerate() {
         out.push(normalize_message(i, m, template_source)?);
     }
-    if out.iter().any(|m| m["role"] == "developer") && !names_role(template_source, "developer") {
-        out = developer_as_system(out);
+    Ok(Value::Array(template_roles(out, template_source)))
+}
+
+/// Developer messages as the template can render them: unchanged where it names the role,
+/// else as system messages (`developer_as_system`). Every conversational API's last step.
+pub fn template_roles(conversation: Vec<Value>, template_source: &str) -> Vec<Value> {
+    if conversation.iter().any(|m| m["role"] == "developer") && !names_role(template_source, "developer") {
+        return developer_as_system(conversation);
     }
-    Ok(Value::Array(out))
+    conversation
 }
 
 /// Whether the template names `role` in quotes: the test vLLM applies for `developer`.
@@ -111,8 +117,7 @@ fn normalize_message(i: usize, m: &Value, template_source: &str) -> Result<Value
                 .filter(|v| !v.is_null())
                 .or_else(|| obj.get("reasoning_content").filter(|v| !v.is_null()));
             if let Some(r) = reasoning {
-                out.insert("reasoning".into(), r.clone());
-                out.insert("reasoning_content".into(), r.clone());
+                insert_reasoning(&mut out, r.clone());
             }
         }
         "tool" => {
@@ -181,20 +186,32 @@ fn normalize_tool_calls(calls: &Value, param: &str) -> Result<Value, ApiError> {
                 "chat completions only support assistant tool_calls of type 'function'.",
             ));
         };
-        let parsed = match function.get("arguments") {
-            Some(Value::Object(o)) => Value::Object(o.clone()),
-            Some(Value::String(s)) if !s.is_empty() => match serde_json::from_str::<Value>(s) {
-                // Malformed or non-object arguments in history become {} (as vLLM does), so
-                // the conversation stays usable.
-                Ok(Value::Object(o)) => Value::Object(o),
-                _ => Value::Object(Map::new()),
-            },
-            _ => Value::Object(Map::new()),
-        };
+        let parsed = arguments_object(function.get("arguments"));
         function.insert("arguments".into(), parsed);
         out.push(Value::Object(call));
     }
     Ok(Value::Array(out))
+}
+
+/// An assistant message's reasoning, under both names templates read (`reasoning`, vLLM's
+/// since 0.17, and `reasoning_content`, DeepSeek's and SGLang's).
+pub fn insert_reasoning(message: &mut Map<String, Value>, reasoning: Value) {
+    message.insert("reasoning".into(), reasoning.clone());
+    message.insert("reasoning_content".into(), reasoning);
+}
+
+/// A call's `arguments` as the object templates expect: JSON text parsed, an object kept.
+/// Malformed or non-object arguments in history become {} (as vLLM does), so the conversation
+/// stays usable.
+pub fn arguments_object(arguments: Option<&Value>) -> Value {
+    match arguments {
+        Some(Value::Object(o)) => Value::Object(o.clone()),
+        Some(Value::String(s)) if !s.is_empty() => match serde_json::from_str::<Value>(s) {
+            Ok(Value::Object(o)) => Value::Object(o),
+            _ => Value::Object(Map::new()),
+        },
+        _ => Value::Object(Map::new()),
+    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! The OpenAI-compatible API: chat completions, completions, models, tokenize/detokenize.
+//! The OpenAI-compatible API: chat completions, completions, responses (`responses/`), models,
+//! tokenize/detokenize.
 //!
 //! The generation endpoints are adapters around the pipeline: each reads its request's fields
 //! into the neutral `pipeline::request::GenerateRequest` (`chat`, `completion`, with the

@@ -128,7 +128,7 @@ fn logprobs(f: &Fields<'_>, api: Api) -> Result<Option<i64>, ApiError> {
 }
 
 /// `logit_bias`: token ids (as JSON object keys) → numbers.
-fn logit_bias(f: &Fields<'_>) -> Result<Vec<(i64, f64)>, ApiError> {
+pub fn logit_bias(f: &Fields<'_>) -> Result<Vec<(i64, f64)>, ApiError> {
     let Some(map) = f.object("logit_bias")? else { return Ok(Vec::new()) };
     let mut out = Vec::with_capacity(map.len().min(crate::limits::logit_bias_entries_max + 1));
     for (k, v) in map {

@@ -28,7 +28,12 @@ fn preference(f: &Fields<'_>) -> Result<Option<bool>, ApiError> {
             None => {}
         }
     }
-    Ok(effort(f)?.map(|e| !matches!(e.as_str(), "none" | "minimal")))
+    Ok(effort(f)?.as_deref().map(effort_thinks))
+}
+
+/// Whether an effort means thinking: `none` and `minimal` mean off, any other effort on.
+pub fn effort_thinks(effort: &str) -> bool {
+    !matches!(effort, "none" | "minimal")
 }
 
 /// `thinking.effort` takes precedence over `reasoning_effort`.
@@ -42,17 +47,33 @@ fn effort(f: &Fields<'_>) -> Result<Option<String>, ApiError> {
 /// The template variables: the client's `chat_template_kwargs` and what the reasoning controls
 /// imply; and whether thinking is on.
 pub fn template_variables(f: &Fields<'_>, template_source: &str) -> Result<(Map<String, Value>, bool), ApiError> {
-    let mut variables = f.object("chat_template_kwargs")?.cloned().unwrap_or_default();
-    if let Some(e) = effort(f)? {
+    let passthrough = ["tool_choice", "response_format"].map(|name| (name, f.get(name)));
+    variables(f.object("chat_template_kwargs")?, effort(f)?, &passthrough, template_source, || preference(f))
+}
+
+/// The template variables of any API's reasoning controls, however it spells them: the
+/// client's own `kwargs` (which win), the `effort`, request values passed through under their
+/// names, and the thinking preference under the key the template reads. `preference` is asked
+/// only when the template has such a key (elsewhere a bad value changes nothing). Returns the
+/// variables and whether thinking is on.
+pub fn variables(
+    kwargs: Option<&Map<String, Value>>,
+    effort: Option<String>,
+    passthrough: &[(&str, Option<&Value>)],
+    template_source: &str,
+    preference: impl FnOnce() -> Result<Option<bool>, ApiError>,
+) -> Result<(Map<String, Value>, bool), ApiError> {
+    let mut variables = kwargs.cloned().unwrap_or_default();
+    if let Some(e) = effort {
         variables.entry("reasoning_effort").or_insert(Value::String(e));
     }
-    for passthrough in ["tool_choice", "response_format"] {
-        if let Some(v) = f.get(passthrough) {
-            variables.entry(passthrough).or_insert(v.clone());
+    for (name, value) in passthrough {
+        if let Some(v) = value {
+            variables.entry(*name).or_insert((*v).clone());
         }
     }
     let Some(key) = thinking::template_key(template_source) else { return Ok((variables, false)) };
-    let on = thinking::apply(key, preference(f)?, &mut variables);
+    let on = thinking::apply(key, preference()?, &mut variables);
     Ok((variables, on))
 }
 
