@@ -26,7 +26,8 @@ impl Names {
         Names { prompt: "messages", max_tokens: "max_tokens", logprobs: "logprobs", stop: "stop_sequences" };
 
     /// `/v1/responses`: the prompt is rendered from `input`.
-    pub const RESPONSES: Names = Names { prompt: "input", max_tokens: "max_output_tokens", logprobs: "top_logprobs" };
+    pub const RESPONSES: Names =
+        Names { prompt: "input", max_tokens: "max_output_tokens", logprobs: "top_logprobs", stop: "stop" };
 
     /// Chat's names; the output bound is named by the field the request used.
     pub fn chat(max_completion_tokens_given: bool) -> Names {
