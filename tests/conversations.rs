@@ -140,3 +140,100 @@ fn the_history_survives_a_restart_and_a_corrupt_row_fails_only_its_request() {
     assert_eq!(g.get(&format!("/v1/conversations/{id}")).status, 200);
     let _ = std::fs::remove_dir_all(&data);
 }
+
+/// A scripted engine that says whether the prompt carried the earlier turn: the first answer
+/// ("Kept answer about stripes") is only in a prompt that continues it.
+fn history_script() -> String {
+    [
+        json!({"prompt_contains": "Kept answer about stripes", "text": "history seen"}),
+        json!({"prompt_contains": "zebras", "text": "Kept answer about stripes"}),
+        json!({"text": "no history"}),
+    ]
+    .iter()
+    .map(Value::to_string)
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+fn respond(g: &Gateway, extra: Value) -> Value {
+    let mut body = json!({"model": "test-model", "max_output_tokens": 16});
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    let r = g.post_json("/v1/responses", &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+fn output_text(response: &Value) -> String {
+    let items = response["output"].as_array().unwrap();
+    let message = items.iter().find(|i| i["type"] == "message").expect("a message item");
+    message["content"][0]["text"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_stored_response_survives_a_restart_and_previous_response_id_continues_it() {
+    let data = std::env::temp_dir().join(format!("sg-history-resp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let opts = || Options {
+        gateway_args: vec!["--data-dir".into(), data.display().to_string()],
+        script: Some(history_script()),
+        ..Default::default()
+    };
+    let (first, unstored) = {
+        let mut g = Gateway::start_with(opts());
+        let first = respond(&g, json!({"input": "tell me about zebras"}));
+        assert_eq!(output_text(&first), "Kept answer about stripes");
+        let unstored = respond(&g, json!({"input": "tell me about zebras", "store": false}));
+        g.signal_gateway(libc::SIGTERM);
+        assert!(g.wait_gateway_exit(Duration::from_secs(30)).is_some());
+        (first, unstored)
+    };
+    let g = Gateway::start_with(opts());
+    let id = first["id"].as_str().unwrap();
+    assert_eq!(g.get(&format!("/v1/responses/{id}")).json(), first, "stored as returned");
+    assert_eq!(g.get(&format!("/v1/responses/{}", unstored["id"].as_str().unwrap())).status, 404);
+    let inputs = g.get(&format!("/v1/responses/{id}/input_items")).json();
+    assert_eq!(inputs["data"][0]["content"][0]["text"], "tell me about zebras", "{inputs}");
+
+    // The earlier turn is in the prompt only when the request continues it; streamed too.
+    let second = respond(&g, json!({"input": "and then?", "previous_response_id": id}));
+    assert_eq!((output_text(&second), second["previous_response_id"].as_str()), ("history seen".into(), Some(id)));
+    assert_eq!(output_text(&respond(&g, json!({"input": "and then?"}))), "no history");
+    let streamed = g.post_json(
+        "/v1/responses",
+        &json!({"model": "test-model", "input": "and then?",
+        "previous_response_id": second["id"], "stream": true}),
+    );
+    let done = streamed.named_events().into_iter().find(|(name, _)| name == "response.completed").expect("completed");
+    assert_eq!(output_text(&done.1["response"]), "history seen");
+
+    // Deleted: gone, and nothing continues it.
+    assert_eq!(delete(&g, &format!("/v1/responses/{id}")).json()["deleted"], true);
+    assert_eq!(g.get(&format!("/v1/responses/{id}")).status, 404);
+    let r = g.post_json("/v1/responses", &json!({"model": "test-model", "input": "x", "previous_response_id": id}));
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (404, Some("previous_response_id")));
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn a_response_in_a_conversation_appends_its_items_and_continues_them() {
+    let g = Gateway::start_with(Options { script: Some(history_script()), ..Default::default() });
+    let conv = g.post_json("/v1/conversations", &json!({})).json();
+    let cid = conv["id"].as_str().unwrap();
+    let first = respond(&g, json!({"input": "tell me about zebras", "conversation": cid}));
+    assert_eq!(output_text(&first), "Kept answer about stripes");
+    let items = g.get(&format!("/v1/conversations/{cid}/items?order=asc")).json();
+    let kinds: Vec<(&str, &str)> = items["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["type"].as_str().unwrap(), i["role"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(kinds, [("message", "user"), ("message", "assistant")], "{items}");
+    let second = respond(&g, json!({"input": "and then?", "conversation": {"id": cid}}));
+    assert_eq!(output_text(&second), "history seen");
+    assert_eq!(g.get(&format!("/v1/conversations/{cid}/items")).json()["data"].as_array().unwrap().len(), 4);
+    let r = g.post_json("/v1/responses", &json!({"model": "test-model", "input": "x", "conversation": "conv_nope"}));
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (404, Some("conversation")));
+}

@@ -19,25 +19,8 @@ fn message(extra: Value) -> Value {
     body
 }
 
-/// A stream's events as `(name, payload)`, asserting Anthropic's framing: every event is an
-/// `event:` line and one `data:` line whose JSON `type` is the event's name, and no `[DONE]`.
 fn events(r: &Response) -> Vec<(String, Value)> {
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(r.header("content-type"), Some("text/event-stream"));
-    let text = r.text();
-    assert!(text.ends_with("\n\n"), "{text:?}");
-    assert!(!text.contains("[DONE]"), "the Messages API has no [DONE]: {text:?}");
-    text.split("\n\n")
-        .filter(|e| !e.is_empty())
-        .map(|e| {
-            let (name_line, data_line) = e.split_once('\n').unwrap_or_else(|| panic!("one line only: {e:?}"));
-            let name = name_line.strip_prefix("event: ").unwrap_or_else(|| panic!("no event line: {e:?}"));
-            let data = data_line.strip_prefix("data: ").unwrap_or_else(|| panic!("no data line: {e:?}"));
-            let v: Value = serde_json::from_str(data).unwrap_or_else(|err| panic!("{err}: {data}"));
-            assert_eq!(v["type"], name, "{e:?}");
-            (name.to_string(), v)
-        })
-        .collect()
+    r.named_events()
 }
 
 /// The text of every `text_delta`, and the `message_delta`.

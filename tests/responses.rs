@@ -37,26 +37,11 @@ fn weather_tool() -> Value {
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}})
 }
 
-/// The stream's events as (name, JSON), asserting the framing: every event is exactly
-/// `event: <type>\ndata: <one line of JSON>\n\n`, the name is the JSON's `type`, sequence
-/// numbers count from 0, and there is no `[DONE]`.
+/// The stream's events as (name, JSON) (`Response::named_events` checks the framing), with
+/// sequence numbers counting from 0.
 fn events(r: &Response) -> Vec<(String, Value)> {
-    assert_eq!(r.header("content-type"), Some("text/event-stream"));
-    let text = r.text();
-    assert!(text.ends_with("\n\n"), "stream does not end with a blank line: {text:?}");
-    let events: Vec<(String, Value)> = text
-        .split("\n\n")
-        .filter(|e| !e.is_empty())
-        .map(|e| {
-            let (event, data) = e.split_once('\n').unwrap_or_else(|| panic!("not event + data: {e:?}"));
-            let name = event.strip_prefix("event: ").unwrap_or_else(|| panic!("no event line: {e:?}"));
-            let data = data.strip_prefix("data: ").unwrap_or_else(|| panic!("no data line: {e:?}"));
-            assert!(!data.contains('\n'), "data spans lines: {e:?}");
-            (name.to_string(), serde_json::from_str(data).unwrap_or_else(|err| panic!("{err}: {data}")))
-        })
-        .collect();
-    for (k, (name, v)) in events.iter().enumerate() {
-        assert_eq!(v["type"], name.as_str());
+    let events = r.named_events();
+    for (k, (_, v)) in events.iter().enumerate() {
         assert_eq!(v["sequence_number"], k);
     }
     events

@@ -510,6 +510,29 @@ impl Response {
             .collect()
     }
 
+    /// A stream of named events as `(name, payload)`, asserting the framing of the APIs that
+    /// name them (Anthropic's Messages, OpenAI's Responses): every event is an `event:` line
+    /// and one `data:` line whose JSON `type` is the event's name, and there is no `[DONE]`.
+    pub fn named_events(&self) -> Vec<(String, Value)> {
+        assert_eq!(self.status, 200, "{}", self.text());
+        assert_eq!(self.header("content-type"), Some("text/event-stream"));
+        let text = self.text();
+        assert!(text.ends_with("\n\n"), "stream does not end with a blank line: {text:?}");
+        assert!(!text.contains("[DONE]"), "named-event streams have no [DONE]: {text:?}");
+        text.split("\n\n")
+            .filter(|e| !e.is_empty())
+            .map(|e| {
+                let (name_line, data_line) = e.split_once('\n').unwrap_or_else(|| panic!("one line only: {e:?}"));
+                let name = name_line.strip_prefix("event: ").unwrap_or_else(|| panic!("no event line: {e:?}"));
+                let data = data_line.strip_prefix("data: ").unwrap_or_else(|| panic!("no data line: {e:?}"));
+                assert!(!data.contains('\n'), "data spans lines: {e:?}");
+                let v: Value = serde_json::from_str(data).unwrap_or_else(|err| panic!("{err}: {data}"));
+                assert_eq!(v["type"], name, "{e:?}");
+                (name.to_string(), v)
+            })
+            .collect()
+    }
+
     /// The JSON events of a stream (everything but `[DONE]`, which must be last).
     pub fn sse_json(&self) -> Vec<Value> {
         let events = self.sse();
