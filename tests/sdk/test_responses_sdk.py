@@ -7,7 +7,8 @@ Starts the simulator and the gateway from TARGET_DIR (release binaries): one sta
 text, one whose engine speaks a Qwen tool call (gateway with Qwen's reasoning and tool parsers),
 and checks `client.responses.create`, the `client.responses.stream()` helper (its text deltas add
 up to `output_text`, `get_final_response()`), function calls streamed and not (arguments parsed by
-the SDK for a strict tool), `text.format` json_schema, and `BadRequestError` for a bad request."""
+the SDK for a strict tool), `text.format` json_schema, `BadRequestError` for a bad request, and the stored
+state (`previous_response_id`, retrieve, input items, delete, the Conversations client)."""
 import json, os, sys, tempfile
 
 import openai
@@ -79,6 +80,30 @@ def previous_response_not_found(client):
         assert e.status_code == 404, e
 
 
+def stored_state(client):
+    """`previous_response_id`, retrieve, input items, delete, and the Conversations client."""
+    first = client.responses.create(model="sdk-model", input="remember this")
+    second = client.responses.create(model="sdk-model", input="and now?", previous_response_id=first.id)
+    assert second.previous_response_id == first.id and second.output_text == TEXT, second
+    got = client.responses.retrieve(first.id)
+    assert got.id == first.id and got.output_text == TEXT, got
+    items = client.responses.input_items.list(first.id)
+    assert [i.content[0].text for i in items.data] == ["remember this"], items
+    client.responses.delete(first.id)
+    try:
+        client.responses.retrieve(first.id)
+        raise AssertionError("deleted response still retrievable")
+    except openai.NotFoundError:
+        pass
+    conv = client.conversations.create(metadata={"topic": "sdk"})
+    assert conv.id.startswith("conv_") and conv.metadata == {"topic": "sdk"}, conv
+    r = client.responses.create(model="sdk-model", input="in a conversation", conversation=conv.id)
+    assert r.output_text == TEXT, r
+    roles = [i.role for i in client.conversations.items.list(conv.id, order="asc").data]
+    assert roles == ["user", "assistant"], roles
+    assert client.conversations.delete(conv.id).deleted is True
+
+
 def function_call(client):
     r = client.responses.parse(model="sdk-model", input="weather?", tools=[WEATHER])
     kinds = [item.type for item in r.output]
@@ -108,7 +133,7 @@ def function_call_streamed(client):
 
 
 TEXT_TESTS = (create_text, stream_helper, raw_stream_sequence, json_schema_format, bad_request_raises,
-              previous_response_not_found)
+              previous_response_not_found, stored_state)
 CALL_TESTS = (function_call, function_call_streamed)
 
 
