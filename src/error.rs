@@ -22,6 +22,9 @@ pub struct ApiError {
     pub code: Option<&'static str>,
     /// Seconds for a `Retry-After` header (429/503).
     pub retry_after_s: Option<u32>,
+    /// A result that comes with the error, as JSON, beside `error` in OpenAI's envelope under
+    /// `response`: a response that was generated but could not be saved is not lost.
+    pub result: Option<String>,
 }
 
 /// The OpenAI `error.type` strings.
@@ -54,7 +57,15 @@ impl ErrorKind {
 
 impl ApiError {
     fn new(status: u16, kind: ErrorKind, message: impl fmt::Display) -> Self {
-        ApiError { status, kind, message: message.to_string(), param: None, code: None, retry_after_s: None }
+        ApiError {
+            status,
+            kind,
+            message: message.to_string(),
+            param: None,
+            code: None,
+            retry_after_s: None,
+            result: None,
+        }
     }
 
     /// 400 `invalid_request_error`.
@@ -141,6 +152,12 @@ impl ApiError {
         self
     }
 
+    /// Carries `result` (JSON) with the error.
+    pub fn with_result(mut self, result: String) -> Self {
+        self.result = Some(result);
+        self
+    }
+
     pub fn with_param(mut self, param: &str) -> Self {
         self.param = Some(param.to_string());
         self
@@ -153,6 +170,10 @@ impl ApiError {
             Envelope::OpenAi => {
                 out.push_str("{\"error\":");
                 self.push_openai_object(&mut out);
+                if let Some(result) = &self.result {
+                    out.push_str(",\"response\":");
+                    out.push_str(result);
+                }
                 out.push('}');
             }
             Envelope::Anthropic => {
@@ -331,6 +352,28 @@ mod tests {
             assert_eq!(e.anthropic_type(), kind, "{e}");
         }
         assert_eq!(Envelope::of_path("/v1/messages/count_tokens"), Envelope::Anthropic);
+        let with_result = ApiError::internal("not stored").with_result("{\"id\":\"resp_1\"}".into());
+        assert!(with_result.to_json_in(Envelope::OpenAi).ends_with(",\"response\":{\"id\":\"resp_1\"}}"));
+    }
+
+    #[test]
+    fn store_failures_are_503_to_retry_or_500_for_this_request() {
+        use shardgate_store::StoreError;
+        let corrupt = StoreError::Corrupt { what: "response r".into(), why: "bad JSON".into() };
+        let cases = [
+            (StoreError::Busy, 503, Some(1)),
+            (StoreError::Unavailable, 503, Some(1)),
+            (StoreError::NotFound("response r".into()), 404, None),
+            (StoreError::Duplicate("item i".into()), 400, None),
+            (corrupt, 500, None),
+            (StoreError::Io("disk full".into()), 500, None),
+        ];
+        for (e, status, retry_after_s) in cases {
+            let text = e.to_string();
+            let api = ApiError::from(e);
+            assert_eq!((api.status, api.retry_after_s), (status, retry_after_s), "{text}");
+            assert_eq!(api.message, text);
+        }
         assert_eq!(Envelope::of_path("/v1/responses"), Envelope::OpenAi);
     }
 }

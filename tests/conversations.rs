@@ -237,3 +237,37 @@ fn a_response_in_a_conversation_appends_its_items_and_continues_them() {
     let r = g.post_json("/v1/responses", &json!({"model": "test-model", "input": "x", "conversation": "conv_nope"}));
     assert_eq!((r.status, r.json()["error"]["param"].as_str()), (404, Some("conversation")));
 }
+
+/// Another process holds the database's write lock past the store's busy timeout: saving
+/// fails, and the client is told so (500 `store_error`) with the generated response beside
+/// the error; a stream, which already carried the output, ends with `response.failed`. Once
+/// the lock is gone, responses are stored again.
+#[test]
+fn a_failed_write_is_a_500_that_keeps_the_generated_response() {
+    let data = std::env::temp_dir().join(format!("sg-history-lock-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let g = Gateway::start_with(Options {
+        gateway_args: vec!["--data-dir".into(), data.display().to_string()],
+        script: Some(history_script()),
+        ..Default::default()
+    });
+    let body = json!({"model": "test-model", "input": "tell me about zebras", "max_output_tokens": 16});
+    let db = rusqlite::Connection::open(data.join("history.sqlite3")).unwrap();
+    db.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let r = g.post_json("/v1/responses", &body);
+    assert_eq!(r.status, 500, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["error"]["code"], "store_error", "{v}");
+    assert_eq!(output_text(&v["response"]), "Kept answer about stripes", "the result is not lost: {v}");
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let events = g.post_json("/v1/responses", &streamed).named_events();
+    let last = events.last().unwrap();
+    assert_eq!(last.0, "response.failed", "{events:?}");
+    assert!(events.iter().any(|(n, e)| n == "response.output_text.delta" && e["delta"].is_string()));
+    db.execute_batch("COMMIT").unwrap();
+    let ok = respond(&g, json!({"input": "tell me about zebras"}));
+    assert_eq!(g.get(&format!("/v1/responses/{}", ok["id"].as_str().unwrap())).status, 200);
+    assert!(g.logs().contains("was generated but not stored"), "the log names the cause");
+    let _ = std::fs::remove_dir_all(&data);
+}

@@ -375,7 +375,12 @@ impl Format for ResponsesFormat {
             input_items: save.input_items,
             response,
         };
-        history::save(&save.ctx, saved).await
+        // Not saved, the response still reaches its client: beside the error, one-shot (a
+        // stream has already carried it).
+        history::save(&save.ctx, saved).await.map_err(|e| {
+            tracing::warn!("response {} was generated but not stored: {}", self.response.id, e.message);
+            e.with_result(done.to_string())
+        })
     }
 }
 
