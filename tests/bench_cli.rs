@@ -69,6 +69,36 @@ fn runs_against_the_gateway_and_accounts_for_every_request() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("median_ttft_ms"));
 }
 
+/// The Messages and Responses backends against the gateway's own routes: every request's
+/// tokens read from the API's own events and usage.
+#[test]
+fn the_messages_and_responses_backends_measure_the_gateways_routes() {
+    let g = Gateway::start_with(Options { sim_args: vec!["--itl-ms".into(), "1".into()], ..Default::default() });
+    let dir = g.dir.join("bench");
+    for backend in ["anthropic-messages", "openai-responses"] {
+        let r = bench(&g, &dir, backend, &["--num-prompts", "20", "--max-concurrency", "4", "--backend", backend]);
+        assert_eq!((r["completed"].as_u64(), r["failed"].as_u64()), (Some(20), Some(0)), "{backend}");
+        assert_eq!(r["total_output_tokens"], 20 * 8, "{backend}: output tokens from the API's usage");
+        // Input tokens come from the API's usage: the client's 64 plus the chat template's
+        // fixed turn markers, the same for every request.
+        let added = r["token_check"]["prompt_tokens_added_mean"].as_f64().unwrap_or_default();
+        assert!(added > 0.0 && added.fract() == 0.0, "{backend}: template tokens added {added}");
+        assert_eq!(r["total_input_tokens"].as_f64(), Some(20.0 * (64.0 + added)), "{backend}: input tokens");
+        assert_eq!(r["token_check"]["output_mismatched"], 0, "{backend}: {}", r["token_check"]);
+        assert!(r["median_ttft_ms"].as_f64().is_some_and(|v| v > 0.0), "{backend}");
+    }
+    let metrics = g.metrics();
+    for endpoint in ["messages", "responses"] {
+        assert!(
+            metrics.lines().any(|l| l.starts_with("smg_router_requests_total")
+                && l.contains(&format!("endpoint=\"{endpoint}\""))
+                && l.contains("streaming=\"true\"")
+                && !l.ends_with(" 0")),
+            "{endpoint} requests counted"
+        );
+    }
+}
+
 #[test]
 fn an_unreachable_server_is_a_clear_error() {
     let port = common::free_port();
