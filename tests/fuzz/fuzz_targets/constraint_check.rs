@@ -12,7 +12,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use shardgate_wire::Constraint;
-use shardgate::api::openai::invalid::Names;
+use shardgate::api::invalid::Names;
 use shardgate::pipeline::constraint_check::check;
 use shardgate::pipeline::invalid::{Field, Invalid, Problem};
 

@@ -25,7 +25,7 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Map, Value};
 use shardgate::api::fields::Body;
 use shardgate::api::openai::chat::render_prompt;
-use shardgate::api::openai::invalid::Names;
+use shardgate::api::invalid::Names;
 use shardgate::api::openai::sampling::{self, Api};
 use shardgate_wire::msgpack::Reader;
 use shardgate_wire::{tokenspeed, vllm};
