@@ -21,7 +21,7 @@ fn main() {
     // Each command's own error type; all of them end here as `error: {e}`.
     let result: Result<(), Box<dyn std::error::Error>> = match cli.command {
         Command::Launch(args) => {
-            init_logging(&args.log_level);
+            init_logging(&args.gateway.log_level);
             Config::from_launch(&args).map_err(StartupError::from).and_then(shardgate::gateway::run).map_err(Into::into)
         }
         Command::Demo(args) => {
