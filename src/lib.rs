@@ -12,6 +12,7 @@ pub mod limits;
 pub mod metrics;
 pub mod pipeline;
 pub mod routing;
+pub mod serve;
 pub mod shard;
 pub mod shutdown;
 pub mod startup;
