@@ -4,34 +4,14 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 
 use crate::limits;
 use crate::routing::{CacheAwareConfig, CacheAwareError, PolicyKind, UnknownPolicy};
+use crate::serve::state::EngineHandle;
 use crate::workers::refusal::WorkerRefusal;
 use shardgate_text::tokenizer::cache::CacheConfig;
 use shardgate_wire::sockdir;
-
-#[derive(Parser, Debug)]
-#[command(name = "shardgate", version, about = "Thread-per-core LLM serving gateway")]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    /// Serve the OpenAI API in front of headless engines (`ipc://` ZMQ workers).
-    Launch(Box<LaunchArgs>),
-    /// Run the embedded default: the engine simulator plus the gateway on a real tokenizer.
-    Demo(DemoArgs),
-    /// Render chat prompts as the gateway would: chat request bodies (JSON Lines) on stdin,
-    /// one `{"prompt": ...}` or `{"error": ...}` line each on stdout.
-    Template(TemplateArgs),
-    /// Load generator for any OpenAI-compatible endpoint: TTFT, TPOT, ITL, throughput, goodput
-    /// (`bench compare A.json B.json`, `bench sink` for measuring load generators).
-    Bench(Box<shardgate_loadgen::BenchCommand>),
-}
 
 #[derive(Args, Debug, Clone)]
 pub struct TemplateArgs {
@@ -333,6 +313,9 @@ pub struct WorkerConfig {
     pub backend: Backend,
     pub engine_count: usize,
     pub handshake_address: Option<String>,
+    /// The engine process `serve` supervises for this worker (none for engines started by
+    /// hand): `GET /workers` shows its state, and its restarts trigger a re-bind at once.
+    pub engine: Option<EngineHandle>,
 }
 
 /// The validated configuration of a running gateway.
@@ -452,6 +435,7 @@ impl Config {
                 backend,
                 engine_count: a.zmq_engine_count,
                 handshake_address: None,
+                engine: None,
             });
         }
         check_handshake_collisions(&workers)?;
@@ -619,14 +603,18 @@ pub fn handshake_address(w: &WorkerConfig) -> String {
 mod tests {
     use super::*;
 
+    /// `launch`'s flags alone, as the `shardgate launch` subcommand parses them.
+    #[derive(clap::Parser)]
+    struct Launch {
+        #[command(flatten)]
+        args: LaunchArgs,
+    }
+
     fn launch(args: &[&str]) -> Result<Config, String> {
-        let mut full = vec!["shardgate", "launch"];
+        let mut full = vec!["launch"];
         full.extend_from_slice(args);
-        let cli = Cli::try_parse_from(full).map_err(|e| e.to_string())?;
-        match cli.command {
-            Command::Launch(a) => Config::from_launch(&a).map_err(|e| e.to_string()),
-            _ => unreachable!(),
-        }
+        let parsed = <Launch as clap::Parser>::try_parse_from(full).map_err(|e| e.to_string())?;
+        Config::from_launch(&parsed.args).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -110,6 +110,7 @@ pub fn run(args: &DemoArgs) -> Result<(), StartupError> {
         backend: Backend::Vllm,
         engine_count: 1,
         handshake_address: Some(handshake),
+        engine: None,
     };
     let config = Config {
         workers: vec![worker],

@@ -1,6 +1,7 @@
 //! shardgate: a thread-per-core LLM serving gateway. See ARCHITECTURE.md for the map.
 
 pub mod api;
+pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod engine;
