@@ -208,6 +208,38 @@ fn an_engine_killed_mid_stream_fails_its_own_requests_and_comes_back() {
     assert!(requests_to(&g, &url) > served_before, "the restarted engine serves again");
 }
 
+/// An engine that dies between its HELLO and its READY (here while loading its model) took the
+/// handshake's state with it: the worker drops that handshake and binds afresh at once, so the
+/// restarted engine's HELLO starts a new one instead of reading as a duplicate.
+#[test]
+fn an_engine_killed_during_its_handshake_is_met_by_fresh_sockets() {
+    let g = Gateway::serve(ServeOptions {
+        args: ["--load-ms", "3000"].iter().map(|s| s.to_string()).collect(),
+        wait_ready: false,
+        ..Default::default()
+    });
+    common::eventually_within(
+        Duration::from_secs(20),
+        || g.logs().contains("HELLO from engine rank 0; INIT sent"),
+        "the engine's HELLO",
+    );
+    let pid = workers(&g)[0]["engine"]["pid"].as_u64().unwrap();
+    // SAFETY: kill(2) on an engine process the gateway under test started.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    common::eventually_within(
+        Duration::from_secs(20),
+        || workers(&g).first().is_some_and(|w| w["status"] == "ready" && w["engine"]["restarts"] == 1),
+        "the restarted engine's handshake",
+    );
+    assert!(
+        g.logs().contains("its engine exited during the handshake; binding afresh for its restart"),
+        "{}",
+        g.logs()
+    );
+    assert!(!g.logs().contains("duplicate HELLO"), "{}", g.logs());
+    assert_eq!(chat(&g).status, 200);
+}
+
 #[test]
 fn an_engine_past_its_restart_limit_is_left_failed() {
     let g = serve(1, 2, &["--engine-restart-limit", "0"]);
