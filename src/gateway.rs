@@ -1,20 +1,43 @@
 //! Starting a gateway from a validated `Config`: load the model in the background (readiness
 //! reports `tokenizer not yet registered` until it is in), then run the shards.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::config::Config;
 use crate::limits;
 use crate::shard::{self, Shared};
+use crate::shutdown::{Companion, CompanionSlot};
 use crate::startup::StartupError;
 use shardgate_text::model::{ModelAssets, ModelSource};
 
 pub fn run(config: Config) -> Result<(), StartupError> {
+    run_with(config, None)
+}
+
+pub fn run_with(config: Config, companion: Option<Box<dyn Companion>>) -> Result<(), StartupError> {
     ensure_port_free(&config.host, config.port, "--port")?;
     ensure_port_free(&config.metrics_host, config.metrics_port, "--metrics-port")?;
     // Before any thread starts, so that every thread inherits the mask and only the signal
-    // thread ever takes SIGTERM / SIGINT.
+    // thread ever takes SIGTERM / SIGINT. (Children inherit the mask: `serve` unblocks the
+    // signals in each engine before it runs.)
     crate::shutdown::block_signals()?;
+    let slot: CompanionSlot = Arc::new(Mutex::new(companion));
+    let result = start_companion(&slot).and_then(|()| run_gateway(config, slot.clone()));
+    // Only reached when the gateway did not start (it exits through the signal thread).
+    if let Some(mut c) = slot.lock().ok().and_then(|mut c| c.take()) {
+        c.stop();
+    }
+    result
+}
+
+fn start_companion(slot: &CompanionSlot) -> Result<(), StartupError> {
+    match slot.lock().as_deref_mut() {
+        Ok(Some(c)) => c.start(),
+        _ => Ok(()),
+    }
+}
+
+fn run_gateway(config: Config, companion: CompanionSlot) -> Result<(), StartupError> {
     let engines = config.workers.iter().map(|w| w.engine_count).sum();
     let budget = crate::http::fd_budget::plan(config.shards, engines);
     tracing::info!(
@@ -27,7 +50,7 @@ pub fn run(config: Config) -> Result<(), StartupError> {
         .map_err(StartupError::History)?;
     tracing::info!("response history: {}", config.history);
     let shared = Shared::new(config, budget.connections_per_shard, store);
-    crate::shutdown::spawn_watcher(shared.clone())?;
+    crate::shutdown::spawn_watcher(shared.clone(), companion)?;
     let source = ModelSource {
         model_path: shared.config.model_path.clone(),
         tokenizer_path: shared.config.tokenizer_path.clone(),

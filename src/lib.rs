@@ -1,6 +1,7 @@
 //! shardgate: a thread-per-core LLM serving gateway. See ARCHITECTURE.md for the map.
 
 pub mod api;
+pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod engine;
@@ -12,6 +13,7 @@ pub mod limits;
 pub mod metrics;
 pub mod pipeline;
 pub mod routing;
+pub mod serve;
 pub mod shard;
 pub mod shutdown;
 pub mod startup;

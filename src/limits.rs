@@ -154,6 +154,27 @@ pub const constraint_schema_nodes_max: usize = 1 << 20;
 /// CORS: how long a browser may cache a preflight answer.
 pub const cors_preflight_max_age_s: u64 = 600;
 
+/// serve: the first worker port tried (SMG's `--worker-base-port` default). A replica's socket
+/// path is `engine-<worker port>` and TokenSpeed's `--port` is its worker port.
+pub const serve_worker_base_port_default: u16 = 31000;
+/// serve: replicas (`--data-parallel-size`), at most.
+pub const serve_replicas_max: usize = 256;
+/// serve: restarts an engine gets within `--engine-restart-window-secs` before it is given up
+/// (`--engine-restart-limit`).
+pub const engine_restart_limit_default: u32 = 5;
+pub const engine_restart_window_s_default: u64 = 300;
+/// serve: the wait before an engine's first restart; each restart still inside the window
+/// doubles the next wait, up to the max.
+pub const engine_restart_backoff_ms_initial: u64 = 1_000;
+pub const engine_restart_backoff_ms_max: u64 = 30_000;
+/// serve: at shutdown, SIGTERM to SIGKILL for each engine's process group (SMG's 30 s).
+pub const engine_shutdown_timeout_s_default: u64 = 30;
+/// serve: how long `python -c "import <package>"` may take before the engine package counts
+/// as missing (importing vLLM takes seconds).
+pub const engine_package_check_timeout_s: u64 = 120;
+/// serve: an engine output line longer than this is logged in pieces.
+pub const engine_log_line_bytes_max: usize = 16 * 1024;
+
 /// Gateway defaults.
 pub const http_port_default: u16 = 30000;
 pub const metrics_port_default: u16 = 29000;
@@ -166,6 +187,7 @@ const _: () = assert!(http_over_cap_header_timeout_ms < http_header_read_timeout
 const _: () = assert!(http_header_read_timeout_s < http_body_read_timeout_s);
 const _: () = assert!(http_body_read_timeout_s < http_keepalive_idle_timeout_s);
 const _: () = assert!(metrics_connections_max < fds_reserved_base);
+const _: () = assert!(engine_restart_backoff_ms_initial <= engine_restart_backoff_ms_max);
 
 /// `previous_response_id` chains the gateway follows back, at most: each link is one stored
 /// response loaded whole into the prompt.

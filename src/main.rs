@@ -1,7 +1,7 @@
 //! The `shardgate` binary: arguments → `Config` → gateway. No logic here.
 
-use clap::Parser;
-use shardgate::config::{Cli, Command, Config};
+use shardgate::cli::Command;
+use shardgate::config::Config;
 use shardgate::startup::StartupError;
 
 #[global_allocator]
@@ -17,11 +17,15 @@ fn init_logging(level: &str) {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = shardgate::cli::parse();
     // Each command's own error type; all of them end here as `error: {e}`.
     let result: Result<(), Box<dyn std::error::Error>> = match cli.command {
+        Command::Serve(args) => {
+            init_logging(&args.gateway.log_level);
+            shardgate::serve::run(*args).map_err(Into::into)
+        }
         Command::Launch(args) => {
-            init_logging(&args.log_level);
+            init_logging(&args.gateway.log_level);
             Config::from_launch(&args).map_err(StartupError::from).and_then(shardgate::gateway::run).map_err(Into::into)
         }
         Command::Demo(args) => {

@@ -1,18 +1,30 @@
 //! Graceful shutdown on SIGTERM or SIGINT: stop accepting, let running requests finish for up to
 //! `--shutdown-timeout-secs`, then abort the rest on the engines (their clients get an error
-//! event, then `[DONE]`) and exit. A second signal skips the wait.
+//! event, then `[DONE]`), stop the engine processes `serve` started, and exit. A second signal
+//! skips the wait.
 //!
 //! The signals are blocked in every thread (the mask is inherited from the thread that calls
 //! `install` before the shards start) and taken synchronously by one thread with `sigwait`, so
 //! no handler runs in async-signal context and the shards' runtimes are never interrupted.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::shard::mailbox::ShardMsg;
 use crate::shard::Shared;
 use crate::startup::StartupError;
+
+/// Processes a command runs beside the gateway (`serve`'s engines). Started once the gateway's
+/// ports are known to be free; stopped on SIGTERM / SIGINT after the drain, before the process
+/// exits, or when the gateway cannot start after all.
+pub trait Companion: Send {
+    fn start(&mut self) -> Result<(), StartupError>;
+    fn stop(&mut self);
+}
+
+/// The companion, taken by whichever stops it: the signal thread, or a failed start.
+pub type CompanionSlot = Arc<Mutex<Option<Box<dyn Companion>>>>;
 
 /// Blocks SIGTERM and SIGINT in the calling thread (and every thread it starts from now on).
 pub fn block_signals() -> Result<(), StartupError> {
@@ -58,19 +70,20 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-/// Starts the thread that waits for the shutdown signal and runs the shutdown.
-pub fn spawn_watcher(shared: Arc<Shared>) -> Result<(), StartupError> {
+/// Starts the thread that waits for the shutdown signal and runs the shutdown; the companion
+/// (serve's engines) is stopped after the drain.
+pub fn spawn_watcher(shared: Arc<Shared>, companion: CompanionSlot) -> Result<(), StartupError> {
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             let sig = wait_signal();
-            drain_and_exit(&shared, signal_name(sig));
+            drain_and_exit(&shared, signal_name(sig), &companion);
         })
         .map(drop)
         .map_err(|source| StartupError::Thread { what: "the signal thread".into(), source })
 }
 
-fn drain_and_exit(shared: &Arc<Shared>, signal: &str) -> ! {
+fn drain_and_exit(shared: &Arc<Shared>, signal: &str, companion: &CompanionSlot) -> ! {
     let timeout = Duration::from_secs(shared.config.shutdown_timeout_s);
     tracing::info!(
         "received {signal}: no new requests; waiting up to {} s for {} in flight",
@@ -101,6 +114,10 @@ fn drain_and_exit(shared: &Arc<Shared>, signal: &str) -> ! {
         }
         // Time for the ABORTs to leave and the clients to get their error events.
         std::thread::sleep(Duration::from_millis(crate::limits::shutdown_abort_flush_ms));
+    }
+    // The engines outlive the drain (it needs them) and go before the process does.
+    if let Some(mut c) = companion.lock().ok().and_then(|mut c| c.take()) {
+        c.stop();
     }
     tracing::info!("shutdown complete");
     std::process::exit(0)

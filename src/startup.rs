@@ -26,17 +26,15 @@ pub enum StartupError {
         what: String,
         source: io::Error,
     },
-    /// `demo`: the path of this executable.
+    /// `demo`, `serve --backend sim`: the path of this executable.
     Locate(io::Error),
-    /// `demo`: no `shardgate-sim` next to this executable.
+    /// `demo`, `serve --backend sim`: no `shardgate-sim` next to this executable.
     SimulatorMissing(PathBuf),
     /// `demo`: no port at all could be had on `host`.
     NoPort {
         host: String,
         source: io::Error,
     },
-    /// `demo`: the simulator would not start.
-    Simulator(io::Error),
     Asset(AssetError),
     Model(ModelError),
     Template(TemplateError),
@@ -64,7 +62,6 @@ impl fmt::Display for StartupError {
                 write!(f, "{} not found: build it with `cargo build --release`", path.display())
             }
             StartupError::NoPort { host, source } => write!(f, "cannot listen on {host}: {source}"),
-            StartupError::Simulator(e) => write!(f, "cannot start the simulator: {e}"),
             StartupError::Asset(e) => e.fmt(f),
             StartupError::Model(e) => e.fmt(f),
             StartupError::Template(e) => e.fmt(f),
@@ -88,11 +85,9 @@ impl std::error::Error for StartupError {
             StartupError::Listen { source, .. }
             | StartupError::Thread { source, .. }
             | StartupError::NoPort { source, .. } => Some(source),
-            StartupError::Signals(e)
-            | StartupError::Locate(e)
-            | StartupError::Simulator(e)
-            | StartupError::Stdin(e)
-            | StartupError::Stdout(e) => Some(e),
+            StartupError::Signals(e) | StartupError::Locate(e) | StartupError::Stdin(e) | StartupError::Stdout(e) => {
+                Some(e)
+            }
             StartupError::SimulatorMissing(_) | StartupError::NoModel | StartupError::NoChatTemplate => None,
         }
     }

@@ -6,8 +6,9 @@
 # ~/.cache/shardgate; cargo installs cargo-fuzz once). SHARDGATE_FUZZ_SECONDS sets the fuzz time
 # per target (0 skips it).
 #
-# Opt-in: SHARDGATE_REAL_VLLM=1 also runs the differential test and the invalid-constraint
-# checks against a real vLLM engine (needs tools/real-vllm/setup.sh first; minutes).
+# Opt-in: SHARDGATE_REAL_VLLM=1 also runs the differential test, the invalid-constraint
+# checks and `serve`'s engine restart against a real vLLM engine (needs
+# tools/real-vllm/setup.sh first; minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -75,6 +76,8 @@ if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   limited 1800 python3 tests/real_vllm/differential_apis.py
   step "invalid output constraints against a real vLLM engine and xgrammar"
   limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/constraints.py
+  step "shardgate serve starting a real vLLM engine, which is SIGKILLed and restarted"
+  limited 1800 python3 tests/real_vllm/serve.py
 fi
 
 step "all tests passed"

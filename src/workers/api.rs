@@ -157,6 +157,11 @@ fn push_worker(out: &mut String, w: &Worker) {
     push_int(out, priority);
     out.push_str(",\"labels\":");
     out.push_str(&Value::Object(labels).to_string());
+    if let Some(engine) = &w.config.engine {
+        // The engine process `serve` supervises for this worker.
+        out.push_str(",\"engine\":");
+        out.push_str(&engine.0.to_json().to_string());
+    }
     out.push_str(",\"load\":{\"in_flight\":");
     push_int(out, w.in_flight.load(std::sync::atomic::Ordering::Relaxed).max(0));
     out.push_str(",\"ranks\":[");

@@ -71,6 +71,7 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
         backend,
         engine_count,
         handshake_address: req.zmq_handshake_address.clone(),
+        engine: None,
     };
     let addr = crate::config::handshake_address(&worker);
     if let Some(other) = registry.snapshot().iter().find(|w| w.handshake_address == addr) {

@@ -255,6 +255,7 @@ mod tests {
             backend: Backend::Vllm,
             engine_count: 1,
             handshake_address: None,
+            engine: None,
         };
         Worker::new(1, config, WorkerMeta { labels: Map::new(), priority: 0 })
     }

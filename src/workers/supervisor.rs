@@ -1,6 +1,8 @@
 //! The control loop of one ZMQ worker, on the control shard (shard 0): bind and handshake, hand
 //! each shard its socket pair, watch the engine, and after a loss tear down and start over on
-//! the next health probe, so a restarted engine reconnects without restarting the gateway.
+//! the next health probe, so a restarted engine reconnects without restarting the gateway. A
+//! worker whose engine process `serve` supervises binds afresh as soon as that process exits
+//! (a handshake in progress is dropped), so the restarted engine finds fresh sockets.
 //! A removal request (`DELETE /workers/{id}`) cancels a handshake in progress at once, or
 //! drains a connected worker (no new requests; in-flight ones finish) before releasing it.
 
@@ -27,6 +29,15 @@ enum Ended {
     /// The handshake did not complete.
     Failed(HandshakeError),
     Removed,
+    /// The supervised engine process exited during the handshake.
+    EngineExited,
+}
+
+/// How a handshake attempt ended.
+enum Attempt {
+    Done(Result<bringup::Connected, HandshakeError>),
+    Removed,
+    EngineExited,
 }
 
 pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
@@ -36,11 +47,17 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
         if worker.is_removing() {
             break;
         }
+        if shared.draining.load(Ordering::Acquire) {
+            // Shutting down: `serve` is stopping the engines, and nothing is bound for them again.
+            removal_requested(&worker).await;
+            break;
+        }
         worker.set_status(WorkerStatus::Pending);
+        let exits_seen = worker.config.engine.as_ref().map(|e| e.0.exit_count());
         let epoch = worker.next_epoch();
         let _ = worker.take_lost();
         let attempt = match sharing_files(&ctx, &worker) {
-            Some(other) => Some(Err(HandshakeError::SharedFiles { other: other.url().to_string() })),
+            Some(other) => Attempt::Done(Err(HandshakeError::SharedFiles { other: other.url().to_string() })),
             None => monoio::select! {
                 r = bringup::connect(
                     &shared.zmq,
@@ -49,16 +66,26 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
                     shared.shards,
                     shared.config.worker_socket_root.as_deref(),
                     Duration::from_secs(limits::handshake_timeout_s),
-                ) => Some(r),
-                _ = removal_requested(&worker) => None,
+                ) => Attempt::Done(r),
+                _ = removal_requested(&worker) => Attempt::Removed,
+                // What the engine sent so far is gone with it; its restart starts over.
+                _ = engine_exited(&worker, exits_seen) => Attempt::EngineExited,
             },
         };
         let ended = match attempt {
             // Cancelled mid-handshake: the sockets were dropped with the future; their files
             // are removed below.
-            None => Ended::Removed,
-            Some(Ok(connected)) => serve_connection(&ctx, &worker, epoch, connected).await,
-            Some(Err(e)) => {
+            Attempt::Removed => Ended::Removed,
+            Attempt::EngineExited => {
+                worker.set_status(WorkerStatus::Dead);
+                tracing::warn!(
+                    "ZMQ worker {}: its engine exited during the handshake; binding afresh for its restart",
+                    worker.url()
+                );
+                Ended::EngineExited
+            }
+            Attempt::Done(Ok(connected)) => serve_connection(&ctx, &worker, epoch, connected).await,
+            Attempt::Done(Err(e)) => {
                 worker.set_status(WorkerStatus::Dead);
                 tracing::warn!(
                     "ZMQ backend handshake failed for {}: {e}; will retry on the next health probe",
@@ -73,18 +100,21 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
                 let reason: &dyn std::fmt::Display = match &ended {
                     Ended::Lost(loss) => loss,
                     Ended::Failed(e) => e,
-                    Ended::Removed => unreachable!(),
+                    Ended::Removed | Ended::EngineExited => unreachable!(),
                 };
                 tracing::warn!("removing unhealthy worker {} (--remove-unhealthy-workers): {reason}", worker.url());
                 break;
             }
-            Ended::Lost(_) | Ended::Failed(_) => {}
+            Ended::Lost(_) | Ended::Failed(_) | Ended::EngineExited => {}
         }
         // Released between attempts, so no stale file outlives a connection.
         release_sockets(&ctx, &worker);
         monoio::select! {
             _ = monoio::time::sleep(probe_interval) => {},
             _ = removal_requested(&worker) => break,
+            // The supervised engine exited (before this loss was seen, or since): `serve`
+            // starts it again after a backoff, and it dials the sockets bound now.
+            _ = engine_exited(&worker, exits_seen) => {},
         }
     }
     release_sockets(&ctx, &worker);
@@ -117,6 +147,15 @@ fn release_sockets(ctx: &ShardCtx, worker: &Worker) {
     let files: Vec<(String, String)> =
         (0..ctx.shared.shards).map(|k| sockdir::socket_paths(&worker.config.path, k)).collect();
     sockdir::remove_sockets(&files);
+}
+
+/// Resolves once the worker's engine process, which `serve` supervises, has exited more often
+/// than `seen` (never for an engine started by hand).
+async fn engine_exited(worker: &Worker, seen: Option<u64>) {
+    match (&worker.config.engine, seen) {
+        (Some(engine), Some(seen)) => engine.0.exited_after(seen).await,
+        _ => std::future::pending().await,
+    }
 }
 
 async fn removal_requested(worker: &Worker) {
@@ -185,7 +224,7 @@ async fn serve_connection(
     let reason = match &ended {
         Ended::Lost(why) => LinkLoss::Reset(Box::new(why.clone())),
         // Only the attach check and `watch` end a connected period: never a failed handshake.
-        Ended::Removed | Ended::Failed(_) => LinkLoss::Removed,
+        Ended::Removed | Ended::Failed(_) | Ended::EngineExited => LinkLoss::Removed,
     };
     let done = Arc::new(AtomicUsize::new(shared.shards));
     for mailbox in &shared.mailboxes {

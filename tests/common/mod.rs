@@ -77,6 +77,8 @@ pub struct Gateway {
     pub port: u16,
     pub metrics_port: u16,
     pub dir: PathBuf,
+    /// Where the workers' socket files are.
+    pub socket_dir: PathBuf,
     pub worker_url: String,
     pub record: PathBuf,
     sim: Option<Child>,
@@ -164,6 +166,49 @@ impl Default for Options {
     }
 }
 
+/// `shardgate serve --backend sim`'s options (`Gateway::serve`).
+pub struct ServeOptions {
+    pub replicas: usize,
+    pub shards: usize,
+    /// More flags: serve's, the gateway's, and the simulators' (passed on to every engine).
+    pub args: Vec<String>,
+    pub wait_ready: bool,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions { replicas: 1, shards: 2, args: Vec::new(), wait_ready: true }
+    }
+}
+
+/// A fresh directory for one gateway of this test process.
+pub fn test_dir() -> PathBuf {
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("sg-it-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The gateway flags every test gateway gets (after its subcommand's own), its log file, and
+/// its sqlite history in the test's directory.
+fn gateway_flags<'a>(
+    command: &'a mut Command,
+    dir: &Path,
+    port: u16,
+    metrics_port: u16,
+    shards: usize,
+) -> &'a mut Command {
+    command
+        .args(["--served-model-name", "test-model", "--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--shards", &shards.to_string(), "--health-check-interval-secs", "1", "--log-level", "debug"])
+        .args(["--metrics-port", &metrics_port.to_string(), "--metrics-host", "127.0.0.1"])
+        // The default sqlite history goes into the test's own directory.
+        .env("XDG_DATA_HOME", dir)
+        .stdout(Stdio::null())
+        .stderr(log_file(dir, "gateway.log"))
+}
+
 impl Gateway {
     pub fn start() -> Gateway {
         Self::start_with(Options::default())
@@ -186,10 +231,7 @@ impl Gateway {
     }
 
     pub fn start_with(opts: Options) -> Gateway {
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!("sg-it-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = test_dir();
         let worker_url = format!("ipc://{}/engine", dir.display());
         let record = dir.join("record.jsonl");
         let mut sim_args: Vec<String> = vec![
@@ -214,6 +256,9 @@ impl Gateway {
         let port = free_port();
         let metrics_port = free_port();
         let mut command = Command::new(env!("CARGO_BIN_EXE_shardgate"));
+        command
+            .args(["launch", "--worker-urls", &worker_url, "--model-path"])
+            .arg(opts.model_path.clone().unwrap_or_else(model_dir));
         if let Some(n) = opts.nofile {
             use std::os::unix::process::CommandExt;
             // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
@@ -227,25 +272,64 @@ impl Gateway {
                 });
             }
         }
-        let gateway = command
-            .args(["launch", "--worker-urls", &worker_url, "--model-path"])
-            .arg(opts.model_path.clone().unwrap_or_else(model_dir))
-            .args(["--served-model-name", "test-model", "--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--shards", &opts.shards.to_string(), "--health-check-interval-secs", "1", "--log-level", "debug"])
-            .args(["--metrics-port", &metrics_port.to_string(), "--metrics-host", "127.0.0.1"])
+        let gateway = gateway_flags(&mut command, &dir, port, metrics_port, opts.shards)
             .args(&opts.gateway_args)
-            // The default sqlite history goes into the test's own directory.
-            .env("XDG_DATA_HOME", &dir)
             .envs(opts.gateway_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdout(Stdio::null())
-            .stderr(log_file(&dir, "gateway.log"))
             .spawn()
             .unwrap();
         let watchdog = Watchdog::start(dir.clone(), gateway.id());
-        let mut g = Gateway { port, metrics_port, dir, worker_url, record, sim: None, gateway, sim_args, watchdog };
+        let socket_dir = dir.clone();
+        let mut g =
+            Gateway { port, metrics_port, dir, socket_dir, worker_url, record, sim: None, gateway, sim_args, watchdog };
         g.start_sim();
         if opts.wait_ready {
             g.wait_ready(Duration::from_secs(30));
+        }
+        g
+    }
+
+    /// `shardgate serve --backend sim`: the gateway starts and supervises its simulators
+    /// itself, with sockets under `<test dir>/zmq` (`SHARDGATE_ZMQ_SOCKET_DIR`). `worker_url` is
+    /// the first replica's URL; there is no record file.
+    pub fn serve(opts: ServeOptions) -> Gateway {
+        // Built next to `shardgate`, where `serve` looks for it.
+        sim_binary();
+        let dir = test_dir();
+        let socket_dir = dir.join("zmq");
+        let (port, metrics_port, base) = (free_port(), free_port(), free_port());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_shardgate"));
+        command
+            .args(["serve", "--backend", "sim", "--model"])
+            .arg(model_dir())
+            .args(["--data-parallel-size", &opts.replicas.to_string(), "--worker-base-port", &base.to_string()])
+            // Engine flags (given again in `opts.args`, the later value wins).
+            .args(["--itl-ms", "2", "--ttft-ms", "5"])
+            .env("SHARDGATE_ZMQ_SOCKET_DIR", &socket_dir);
+        let gateway =
+            gateway_flags(&mut command, &dir, port, metrics_port, opts.shards).args(&opts.args).spawn().unwrap();
+        let watchdog = Watchdog::start(dir.clone(), gateway.id());
+        let worker_url = format!("ipc://{}/engine-{base}", socket_dir.display());
+        let record = dir.join("record.jsonl");
+        let g = Gateway {
+            port,
+            metrics_port,
+            dir,
+            socket_dir,
+            worker_url,
+            record,
+            sim: None,
+            gateway,
+            sim_args: Vec::new(),
+            watchdog,
+        };
+        if opts.wait_ready {
+            g.wait_ready(Duration::from_secs(30));
+            // Ready is one worker; every replica is wanted.
+            let all_ready = |g: &Gateway| {
+                let workers = g.get("/workers").json()["workers"].as_array().cloned().unwrap_or_default();
+                workers.len() == opts.replicas && workers.iter().all(|w| w["status"] == "ready")
+            };
+            eventually_within(Duration::from_secs(30), || all_ready(&g), "every replica ready");
         }
         g
     }
