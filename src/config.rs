@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 
 use crate::limits;
 use crate::routing::{CacheAwareConfig, CacheAwareError, PolicyKind, UnknownPolicy};
-use crate::serve::state::EngineHandle;
+use crate::engine_process::EngineHandle;
 use crate::workers::refusal::WorkerRefusal;
 use shardgate_text::tokenizer::cache::CacheConfig;
 use shardgate_wire::sockdir;

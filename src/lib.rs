@@ -5,6 +5,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod engine;
+pub mod engine_process;
 pub mod error;
 pub mod gateway;
 pub mod http;

@@ -6,10 +6,10 @@
 //! package, `config` the gateway's flags), so a refused launch leaves nothing behind. Then
 //! `command` builds each engine's command line, and the gateway runs with the engines as its
 //! companion: `supervisor` starts each in its own process group on its own thread, logs its
-//! output (`output`), restarts it after an exit (`restart`), publishes its state (`state`) to
-//! `GET /workers`, and stops them all after the gateway's drain.
+//! output (`output`), restarts it after an exit (`restart`), publishes its state
+//! (`crate::engine_process`) to `GET /workers`, and stops them all after the gateway's drain.
 //!
-//! *Boundary:* the gateway's workers know an engine only by its `state::EngineHandle`; nothing
+//! *Boundary:* the gateway's workers know an engine only by its `engine_process::EngineHandle`; nothing
 //! here runs on a shard.
 
 pub mod args;
@@ -19,7 +19,6 @@ pub mod output;
 pub mod plan;
 pub mod python;
 pub mod restart;
-pub mod state;
 pub mod supervisor;
 
 use std::path::{Path, PathBuf};
@@ -34,7 +33,7 @@ use args::{EngineKind, ServeArgs};
 use command::{EngineCommand, EngineFlags};
 use plan::Replica;
 use restart::RestartPolicy;
-use state::{EngineHandle, EngineState};
+use crate::engine_process::{EngineHandle, EngineState};
 use supervisor::{EngineSpec, Fleet};
 
 /// How the engines are kept: restart policy and the SIGTERM-to-SIGKILL grace at shutdown.

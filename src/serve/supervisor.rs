@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::command::EngineCommand;
 use super::restart::{Decision, RestartPolicy, Restarts};
-use super::state::{EngineState, ProcessState};
+use crate::engine_process::{EngineState, ProcessState};
 use crate::shutdown::Companion;
 use crate::startup::StartupError;
 

@@ -6,7 +6,8 @@
 //! a handshake in progress and binds afresh at once for the restart, instead of waiting out the
 //! handshake timeout or the next health probe.
 //!
-//! Knows nothing of the gateway's workers or configuration: the worker holds an `EngineHandle`.
+//! A leaf: it knows nothing of the gateway's workers, configuration or `serve`; the worker
+//! holds an `EngineHandle`, `serve`'s supervisor the `EngineState` behind it.
 
 use std::future::poll_fn;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
