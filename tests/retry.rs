@@ -140,10 +140,11 @@ fn a_request_whose_engine_dies_before_any_output_is_served_by_another_worker() {
             .find(|l| l.contains("failed before any output"))
             .unwrap_or_else(|| panic!("{what}: no retry line in\n{logs}"));
         eprintln!("{what}: {line}");
-        // A silent death is seen as the engine's connection closing, or (when the liveness
-        // ping gets there first) as the engine being unreachable: both mean it is gone.
+        // A silent death is seen as the engine's connection closing, as the engine being
+        // unreachable (when the liveness ping gets there first), or as no connection to send
+        // on (when the close was read before the request was sent): all mean it is gone.
         let causes: &[&str] = if fault.starts_with("die-silent") {
-            &["closed its connection", "unreachable"]
+            &["closed its connection", "unreachable", "engine not connected"]
         } else {
             &["ENGINE_CORE_DEAD"]
         };
