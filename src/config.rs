@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+use crate::engine_process::EngineHandle;
 use crate::limits;
 use crate::routing::{CacheAwareConfig, CacheAwareError, PolicyKind, UnknownPolicy};
-use crate::engine_process::EngineHandle;
 use crate::workers::refusal::WorkerRefusal;
 use shardgate_text::tokenizer::cache::CacheConfig;
 use shardgate_wire::sockdir;

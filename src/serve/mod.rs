@@ -28,12 +28,12 @@ use std::time::Duration;
 pub use error::ServeError;
 
 use crate::config::{Config, LaunchArgs};
+use crate::engine_process::{EngineHandle, EngineState};
 use crate::startup::StartupError;
 use args::{EngineKind, ServeArgs};
 use command::{EngineCommand, EngineFlags};
 use plan::Replica;
 use restart::RestartPolicy;
-use crate::engine_process::{EngineHandle, EngineState};
 use supervisor::{EngineSpec, Fleet};
 
 /// How the engines are kept: restart policy and the SIGTERM-to-SIGKILL grace at shutdown.
