@@ -44,6 +44,16 @@ echo "$MODEL_DIR"
 step "unit and integration tests"
 limited 1200 cargo test --release
 
+step "native renderers' goldens against the reference encoders (where the real-vLLM venv is)"
+REAL_VLLM_PYTHON="${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python"
+if [ -x "$REAL_VLLM_PYTHON" ]; then
+  for generator in deepseek; do
+    limited 600 "$REAL_VLLM_PYTHON" "tools/goldens/$generator.py" --check
+  done
+else
+  echo "skipped: no $REAL_VLLM_PYTHON (tools/real-vllm/setup.sh); cargo test checked the committed goldens"
+fi
+
 step "OpenAI SDK against the gateway"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv

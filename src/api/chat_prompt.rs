@@ -12,7 +12,8 @@ use crate::pipeline::constraint::ForcedTool;
 use crate::pipeline::parse::ParseSpec;
 use crate::shard::ShardCtx;
 use shardgate_parsers::tool::ToolSpec;
-use shardgate_text::template::{ChatTemplate, RenderInput};
+use shardgate_text::render::{RenderedPrompt, Renderer};
+use shardgate_text::template::RenderInput;
 use shardgate_text::ModelAssets;
 
 /// How the model may use the tools.
@@ -44,17 +45,17 @@ pub struct ChatPrompt {
 }
 
 impl ChatPrompt {
-    /// The prompt text; a template error is the client's 400 (naming `messages_param`).
+    /// The prompt; a renderer's refusal is the client's 400 (naming `messages_param`).
     pub fn render(
         &self,
         model: &ModelAssets,
-        template: &ChatTemplate,
+        renderer: &Renderer,
         messages_param: &str,
-    ) -> Result<String, ApiError> {
+    ) -> Result<RenderedPrompt, ApiError> {
         let mut extra: Vec<(String, Value)> =
             model.special_tokens.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
         extra.extend(self.variables.iter().map(|(k, v)| (k.clone(), v.clone())));
-        template
+        renderer
             .render(&RenderInput {
                 messages: &self.conversation,
                 tools: self.template_tools.as_ref().filter(|_| !self.tools.is_empty()),

