@@ -104,6 +104,8 @@ pub enum PromptError {
     /// DeepSeek-V3.2 in thinking mode drops a message before the last user turn (a developer
     /// message) and then fails on the shorter conversation.
     DroppedBeforeLastUser { index: usize },
+    /// A `reasoning_effort` the renderer does not know.
+    Effort { renderer: &'static str, accepted: &'static str },
 }
 
 impl fmt::Display for PromptError {
@@ -121,6 +123,9 @@ impl fmt::Display for PromptError {
                 "ThinkingMode: thinking, invalid message without reasoning/tool_calls at messages[{index}] \
                  after last user message"
             ),
+            PromptError::Effort { renderer, accepted } => {
+                write!(f, "{renderer} reasoning_effort must be {accepted}")
+            }
             PromptError::DroppedBeforeLastUser { index } => write!(
                 f,
                 "the DeepSeek-V3.2 encoder cannot render messages[{index}] before the last user message with \
@@ -309,6 +314,10 @@ mod tests {
                 PromptError::DroppedBeforeLastUser { index: 0 }.to_string(),
                 "the DeepSeek-V3.2 encoder cannot render messages[0] before the last user message with thinking on"
                     .into(),
+            ),
+            (
+                PromptError::Effort { renderer: "DeepSeek V4.1", accepted: "low or high" }.to_string(),
+                "DeepSeek V4.1 reasoning_effort must be low or high".into(),
             ),
             (
                 ModelError::NotADirectory("/m".into()).to_string(),

@@ -89,7 +89,7 @@ impl ModelAssets {
         let generation_config = read_json(&model_dir.join("generation_config.json"))?;
 
         let chat_template = load_chat_template(src.chat_template.as_deref(), model_dir, &tok_dir, &tokenizer_config)?;
-        let renderer = detect::renderer_kind(&config);
+        let renderer = detect::renderer_kind(&config, model_dir);
         if renderer.replaces_jinja() && src.chat_template.is_some() {
             tracing::warn!(
                 "--chat-template has no effect on {}: its prompts are rendered by the native {} renderer",

@@ -4,12 +4,17 @@
 
 use serde_json::Value;
 
-use shardgate_text::render::{RenderedPrompt, Renderer, RendererKind};
+use shardgate_text::render::{RenderedPrompt, Renderer, RendererKind, V4Revision};
 use shardgate_text::template::RenderInput;
 use shardgate_text::tokenizer::Tokenizer;
 
 /// Each golden file and the renderer it checks.
-const GOLDENS: [(&str, RendererKind); 1] = [("deepseek_v32", RendererKind::DeepseekV32)];
+const GOLDENS: [(&str, RendererKind); 4] = [
+    ("deepseek_v32", RendererKind::DeepseekV32),
+    ("deepseek_v4", RendererKind::DeepseekV4(V4Revision::Original)),
+    ("deepseek_v4_0731", RendererKind::DeepseekV4(V4Revision::R0731)),
+    ("deepseek_v41", RendererKind::DeepseekV41),
+];
 
 fn load(name: &str) -> Value {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/goldens").join(format!("{name}.json"));

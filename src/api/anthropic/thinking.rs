@@ -25,7 +25,8 @@ pub fn template_variables(
     let preference = preference(f)?.or_else(|| profile::default_preference(model_name));
     let mut variables = Map::new();
     let Some(toggle) = renderer.toggle() else { return Ok((variables, false)) };
-    let on = toggle.apply(preference, &mut variables);
+    toggle.write(preference, &mut variables);
+    let on = renderer.thinking_on(&variables);
     Ok((variables, on))
 }
 

@@ -1,6 +1,7 @@
 //! Chat messages → the conversation a chat template sees, as vLLM builds it
-//! (`vllm/renderers/chat_utils.py`): content strings (text parts joined with newlines, null as
-//! ""), assistant `tool_calls` with their JSON `arguments` parsed into objects, reasoning under
+//! (`vllm/renderers/chat_utils.py`): content strings (text parts joined with newlines, or as the
+//! renderer joins them; null as ""), assistant `tool_calls` with their JSON `arguments` parsed
+//! into objects (kept as written for a renderer that reads them so), reasoning under
 //! both `reasoning` and `reasoning_content`, and `name` / `tool_call_id` kept. A `developer`
 //! message becomes a system message when the renderer has no `developer` role, as vLLM's
 //! renderer does (`vllm/renderers/hf.py`), so the instruction is not silently dropped.
@@ -92,14 +93,15 @@ fn normalize_message(i: usize, m: &Value, renderer: &Renderer) -> Result<Value, 
             ),
         ));
     }
-    let content = content_text(obj.get("content"), &param("content"))?;
+    let content = content_text(obj.get("content"), &param("content"), renderer.text_part_separator())?;
     let mut out = Map::new();
     out.insert("role".into(), Value::String(role.to_string()));
     out.insert("content".into(), Value::String(content));
     match role {
         "assistant" => {
             if let Some(calls) = obj.get("tool_calls").filter(|v| !v.is_null()) {
-                out.insert("tool_calls".into(), normalize_tool_calls(calls, &param("tool_calls"))?);
+                let as_written = renderer.reads_arguments_as_written();
+                out.insert("tool_calls".into(), normalize_tool_calls(calls, &param("tool_calls"), as_written)?);
             }
             let reasoning = obj
                 .get("reasoning")
@@ -129,8 +131,8 @@ fn normalize_message(i: usize, m: &Value, renderer: &Renderer) -> Result<Value, 
     Ok(Value::Object(out))
 }
 
-/// String content, or text parts joined with newlines; media parts are refused.
-fn content_text(content: Option<&Value>, param: &str) -> Result<String, ApiError> {
+/// String content, or text parts joined with `separator`; media parts are refused.
+fn content_text(content: Option<&Value>, param: &str, separator: &str) -> Result<String, ApiError> {
     match content {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
@@ -153,14 +155,15 @@ fn content_text(content: Option<&Value>, param: &str) -> Result<String, ApiError
                     }
                 }
             }
-            Ok(texts.join("\n"))
+            Ok(texts.join(separator))
         }
         Some(_) => Err(ApiError::invalid_param(param, "'content' must be a string, a list of content parts, or null")),
     }
 }
 
-/// Assistant tool calls with `function.arguments` parsed (templates expect objects).
-fn normalize_tool_calls(calls: &Value, param: &str) -> Result<Value, ApiError> {
+/// Assistant tool calls with `function.arguments` parsed (templates expect objects), or as
+/// written (`as_written`).
+fn normalize_tool_calls(calls: &Value, param: &str, as_written: bool) -> Result<Value, ApiError> {
     let list = calls.as_array().ok_or_else(|| ApiError::invalid_param(param, "'tool_calls' must be a list"))?;
     let mut out = Vec::with_capacity(list.len());
     for call in list {
@@ -175,8 +178,10 @@ fn normalize_tool_calls(calls: &Value, param: &str) -> Result<Value, ApiError> {
                 "chat completions only support assistant tool_calls of type 'function'.",
             ));
         };
-        let parsed = arguments_object(function.get("arguments"));
-        function.insert("arguments".into(), parsed);
+        if !as_written {
+            let parsed = arguments_object(function.get("arguments"));
+            function.insert("arguments".into(), parsed);
+        }
         out.push(Value::Object(call));
     }
     Ok(Value::Array(out))

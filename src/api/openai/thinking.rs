@@ -87,8 +87,8 @@ pub fn variables(
         }
     }
     let Some(toggle) = renderer.toggle() else { return Ok((variables, false)) };
-    let preference = preference()?.or_else(|| profile::default_preference(model_name));
-    let on = toggle.apply(preference, &mut variables);
+    toggle.write(preference()?.or_else(|| profile::default_preference(model_name)), &mut variables);
+    let on = renderer.thinking_on(&variables);
     Ok((variables, on))
 }
 

@@ -26,7 +26,7 @@
 use serde_json::Value;
 
 use super::thinking::{ThinkingKey, Toggle};
-use super::{py_json, text, truthy, variables};
+use super::{dsml, text, truthy, variables};
 use crate::error::{PromptError, TemplateError};
 use crate::template::RenderInput;
 
@@ -173,12 +173,7 @@ fn push_tools(prompt: &mut String, msg: &Value) -> Result<(), TemplateError> {
     let Some(tools) = msg.get("tools").and_then(Value::as_array).filter(|t| !t.is_empty()) else { return Ok(()) };
     prompt.push_str("\n\n");
     prompt.push_str(TOOLS_HEAD);
-    for (i, tool) in tools.iter().enumerate() {
-        if i > 0 {
-            prompt.push('\n');
-        }
-        prompt.push_str(&py_json(tool.get("function").unwrap_or(&Value::Null))?);
-    }
+    prompt.push_str(&dsml::tool_schemas(tools)?);
     prompt.push_str(TOOLS_TAIL);
     Ok(())
 }
@@ -240,40 +235,8 @@ fn render_assistant(
     }
     prompt.push_str(content);
     if let Some(calls) = calls {
-        prompt.push_str("\n\n<｜DSML｜function_calls>\n");
-        for (i, call) in calls.iter().enumerate() {
-            if i > 0 {
-                prompt.push('\n');
-            }
-            push_invoke(prompt, call)?;
-        }
-        prompt.push_str("\n</｜DSML｜function_calls>");
+        dsml::push_calls(prompt, &dsml::V32, calls)?;
     }
     prompt.push_str(EOS);
-    Ok(())
-}
-
-/// `<｜DSML｜invoke name="...">` with one parameter line per argument: strings as they are,
-/// anything else as JSON.
-fn push_invoke(prompt: &mut String, call: &Value) -> Result<(), TemplateError> {
-    let function = &call["function"];
-    prompt.push_str("<｜DSML｜invoke name=\"");
-    prompt.push_str(text(function, "name"));
-    prompt.push_str("\">\n");
-    if let Some(arguments) = function.get("arguments").and_then(Value::as_object) {
-        for (i, (key, value)) in arguments.iter().enumerate() {
-            if i > 0 {
-                prompt.push('\n');
-            }
-            let (is_str, value) = match value {
-                Value::String(s) => ("true", s.clone()),
-                other => ("false", py_json(other)?),
-            };
-            prompt.push_str(&format!(
-                "<｜DSML｜parameter name=\"{key}\" string=\"{is_str}\">{value}</｜DSML｜parameter>"
-            ));
-        }
-    }
-    prompt.push_str("\n</｜DSML｜invoke>");
     Ok(())
 }

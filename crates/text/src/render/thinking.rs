@@ -60,22 +60,23 @@ impl Toggle {
         Toggle { key, alias: None, default_on }
     }
 
-    /// The switch as `variables` set it: the key, then its alias, then the default.
-    pub fn is_on(&self, variables: &Map<String, Value>) -> bool {
+    /// The switch as `variables` set it (the key, then its alias), if they set it.
+    pub fn setting(&self, variables: &Map<String, Value>) -> Option<bool> {
         let set = |k: ThinkingKey| variables.get(k.name()).filter(|v| !v.is_null()).map(|v| k.is_on(v));
-        set(self.key).or_else(|| self.alias.and_then(set)).unwrap_or(self.default_on)
+        set(self.key).or_else(|| self.alias.and_then(set))
     }
 
-    /// Writes `preference` under the key unless the variables already set it (the client's
-    /// own `chat_template_kwargs` win), then says whether thinking is on.
-    pub fn apply(&self, preference: Option<bool>, variables: &mut Map<String, Value>) -> bool {
-        let already = |k: ThinkingKey| variables.get(k.name()).is_some_and(|v| !v.is_null());
-        if let Some(on) = preference {
-            if !already(self.key) && !self.alias.is_some_and(already) {
-                variables.insert(self.key.name().into(), self.key.value(on));
-            }
+    /// The setting, else the default.
+    pub fn is_on(&self, variables: &Map<String, Value>) -> bool {
+        self.setting(variables).unwrap_or(self.default_on)
+    }
+
+    /// Writes `preference` under the key unless the variables already set the switch (the
+    /// client's own `chat_template_kwargs` win).
+    pub fn write(&self, preference: Option<bool>, variables: &mut Map<String, Value>) {
+        if let Some(on) = preference.filter(|_| self.setting(variables).is_none()) {
+            variables.insert(self.key.name().into(), self.key.value(on));
         }
-        self.is_on(variables)
     }
 }
 
@@ -128,7 +129,8 @@ mod tests {
         for (template, preference, given, on, written) in cases {
             let toggle = template_toggle(template).expect("a toggle");
             let mut variables = given.as_object().cloned().unwrap_or_default();
-            assert_eq!(toggle.apply(preference, &mut variables), on, "{template} {preference:?}");
+            toggle.write(preference, &mut variables);
+            assert_eq!(toggle.is_on(&variables), on, "{template} {preference:?}");
             match written {
                 Some((k, v)) => assert_eq!(variables.get(k), Some(&v), "{template}"),
                 None => assert!(variables.is_empty(), "{variables:?}"),
@@ -151,7 +153,8 @@ mod tests {
         ];
         for (given, preference, on) in cases {
             let mut variables = given.as_object().cloned().unwrap_or_default();
-            assert_eq!(v41.apply(preference, &mut variables), on, "{given} {preference:?}");
+            v41.write(preference, &mut variables);
+            assert_eq!(v41.is_on(&variables), on, "{given} {preference:?}");
         }
     }
 
