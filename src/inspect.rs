@@ -42,8 +42,11 @@ pub fn render_templates(args: &TemplateArgs) -> Result<(), StartupError> {
         match rendered {
             Ok(r) => {
                 json.push_str("{\"prompt\":");
-                let RenderedPrompt::Text(text) = &r.prompt;
-                push_str(&mut json, text);
+                let text = match &r.prompt {
+                    RenderedPrompt::Text(text) => text.clone(),
+                    RenderedPrompt::Tokens(ids) => model.tokenizer.decode(ids, false).unwrap_or_default(),
+                };
+                push_str(&mut json, &text);
             }
             Err(e) => {
                 json.push_str("{\"error\":");

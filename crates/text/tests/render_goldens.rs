@@ -57,7 +57,7 @@ fn native_renderers_match_their_reference_encoders() {
                 assert!(rendered.is_err(), "{label}: the reference refuses it, we rendered {rendered:?}");
                 continue;
             }
-            let RenderedPrompt::Text(text) = rendered.unwrap_or_else(|e| panic!("{label}: {e}"));
+            let Ok(RenderedPrompt::Text(text)) = rendered else { panic!("{label}: {rendered:?}") };
             assert_eq!(text, case["prompt"].as_str().expect("prompt"), "{label}");
             let ids: Vec<u32> =
                 case["token_ids"].as_array().expect("ids").iter().map(|v| v.as_u64().expect("id") as u32).collect();

@@ -43,7 +43,7 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(Generat
     let (MessagesPrompt { chat, one_call }, prompt) = render_prompt(ctx, &model, &f)?;
     let input_tokens = prompt.token_ids.len() as u64;
     // A forced call is one call when parallel calls are off; `auto` keeps the first (format).
-    let parse = chat.parse_spec(ctx, &model.served_name, true, !one_call);
+    let parse = chat.parse_spec(ctx, &model, true, !one_call)?;
     let id = format!("msg_{}", shardgate_util::ids::random_hex(32));
     let request = GenerateRequest {
         endpoint: Endpoint::Messages,

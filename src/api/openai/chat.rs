@@ -37,7 +37,7 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(Generat
     let renderer = ctx.renderer(&model).map_err(ApiError::bad_request)?;
     check_mrope_over_tokenspeed(ctx, &model, &f)?;
     let RenderedChat { prompt, chat } = render_prompt(&model, &renderer, &f)?;
-    let parse = parse_spec(ctx, &f, &model.served_name, &chat)?;
+    let parse = parse_spec(ctx, &f, &model, &chat)?;
     let prompt = Prompt::from_rendered(ctx, &model, &prompt)?;
     let id = shardgate_util::ids::response_id("chatcmpl");
     let request = GenerateRequest {
@@ -124,12 +124,12 @@ pub fn render_prompt(model: &ModelAssets, renderer: &Renderer, f: &Fields<'_>) -
 }
 
 /// The parse stage this request gets (`separate_reasoning` off: no reasoning parser).
-fn parse_spec(ctx: &ShardCtx, f: &Fields<'_>, model_name: &str, chat: &ChatPrompt) -> Result<ParseSpec, ApiError> {
+fn parse_spec(ctx: &ShardCtx, f: &Fields<'_>, model: &ModelAssets, chat: &ChatPrompt) -> Result<ParseSpec, ApiError> {
     let separate_reasoning = f.bool("separate_reasoning")?.unwrap_or(true);
     // Read only for a forced call, the one place it matters.
     let parallel_tool_calls = match chat.tool_choice {
         ToolChoice::Required | ToolChoice::Named(_) => f.bool("parallel_tool_calls")?.unwrap_or(true),
         ToolChoice::None | ToolChoice::Auto => true,
     };
-    Ok(chat.parse_spec(ctx, model_name, separate_reasoning, parallel_tool_calls))
+    chat.parse_spec(ctx, model, separate_reasoning, parallel_tool_calls)
 }

@@ -79,7 +79,9 @@ fn check_body(body: &[u8]) {
     }
     match render_prompt(&m.assets, &m.renderer, &f) {
         Ok(chat) => {
-            let RenderedPrompt::Text(prompt) = &chat.prompt;
+            let RenderedPrompt::Text(prompt) = &chat.prompt else {
+                panic!("the demo model's prompt is a chat template's text")
+            };
             if prompt.len() <= PROMPT_BYTES_MAX {
                 let ids = m.assets.tokenizer.encode(prompt, false).expect("tokenizing a rendered prompt");
                 assert!(ids.iter().all(|&id| (id as usize) < m.assets.vocab_size), "prompt ids in vocabulary");

@@ -5,6 +5,7 @@
 //! | architecture `DeepseekV32ForCausalLM`                        | DeepSeek-V3.2   |
 //! | architecture `DeepseekV4ForCausalLM`                         | DeepSeek-V4     |
 //! | architecture `DeepseekV41ForCausalLM`, or `model_type` `deepseek_v41` | DeepSeek-V4.1 |
+//! | architecture `GptOssForCausalLM`, or `model_type` `gpt_oss` (or a served name with `gpt-oss`) | Harmony |
 //! | anything else                                                | the Jinja template |
 //!
 //! DeepSeek-V4 checkpoints share one `config.json`, but the 0731 refresh changed what the
@@ -32,6 +33,7 @@ pub enum RendererKind {
     DeepseekV32,
     DeepseekV4(V4Revision),
     DeepseekV41,
+    Harmony,
 }
 
 impl RendererKind {
@@ -43,6 +45,7 @@ impl RendererKind {
             RendererKind::DeepseekV4(V4Revision::Original) => "DeepSeek-V4",
             RendererKind::DeepseekV4(V4Revision::R0731) => "DeepSeek-V4 (0731)",
             RendererKind::DeepseekV41 => "DeepSeek-V4.1",
+            RendererKind::Harmony => "Harmony (gpt-oss)",
         }
     }
 
@@ -55,8 +58,9 @@ impl RendererKind {
 /// The first line of the 0731 encoder's `max` prompt, which the original encoder lacks.
 const R0731_MARKER: &str = "Reasoning Effort: Beyond maximum";
 
-/// The renderer for the model in `model_dir`, whose `config.json` is `config`.
-pub fn renderer_kind(config: &Value, model_dir: &Path) -> RendererKind {
+/// The renderer for the model in `model_dir`, whose `config.json` is `config`, served as
+/// `served_name`.
+pub fn renderer_kind(config: &Value, model_dir: &Path, served_name: &str) -> RendererKind {
     let architecture = |name: &str| {
         config
             .get("architectures")
@@ -70,6 +74,11 @@ pub fn renderer_kind(config: &Value, model_dir: &Path) -> RendererKind {
         RendererKind::DeepseekV41
     } else if architecture("DeepseekV4ForCausalLM") {
         RendererKind::DeepseekV4(v4_revision(model_dir))
+    } else if architecture("GptOssForCausalLM")
+        || model_type == Some("gpt_oss")
+        || served_name.to_lowercase().contains("gpt-oss")
+    {
+        RendererKind::Harmony
     } else {
         RendererKind::Jinja
     }
@@ -97,13 +106,16 @@ mod tests {
             (json!({"architectures": ["DeepseekV4ForCausalLM"]}), RendererKind::DeepseekV4(V4Revision::Original)),
             (json!({"architectures": ["DeepseekV41ForCausalLM"]}), RendererKind::DeepseekV41),
             (json!({"model_type": "deepseek_v41"}), RendererKind::DeepseekV41),
+            (json!({"architectures": ["GptOssForCausalLM"]}), RendererKind::Harmony),
+            (json!({"model_type": "gpt_oss"}), RendererKind::Harmony),
             (json!({"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3"}), RendererKind::Jinja),
             (json!({"architectures": ["Qwen3ForCausalLM"]}), RendererKind::Jinja),
             (json!(null), RendererKind::Jinja),
         ];
         for (config, kind) in cases {
-            assert_eq!(renderer_kind(&config, dir), kind, "{config}");
+            assert_eq!(renderer_kind(&config, dir, "m"), kind, "{config}");
         }
+        assert_eq!(renderer_kind(&json!({}), dir, "openai/GPT-OSS-20b"), RendererKind::Harmony);
     }
 
     #[test]
@@ -126,7 +138,7 @@ mod tests {
             (with_file("DeepSeek-V4-Flash", None), V4Revision::Original),
         ];
         for (dir, revision) in cases {
-            assert_eq!(renderer_kind(&v4, &dir), RendererKind::DeepseekV4(revision), "{}", dir.display());
+            assert_eq!(renderer_kind(&v4, &dir, "m"), RendererKind::DeepseekV4(revision), "{}", dir.display());
         }
         let _ = std::fs::remove_dir_all(&root);
     }

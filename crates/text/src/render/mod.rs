@@ -19,9 +19,12 @@ pub mod deepseek_v41;
 pub mod detect;
 mod dsml;
 mod dsv4;
+pub mod harmony;
+pub mod harmony_encoding;
 pub mod profile;
 pub mod thinking;
 
+use openai_harmony::HarmonyEncoding;
 use serde_json::{Map, Value};
 
 use crate::error::TemplateError;
@@ -40,6 +43,7 @@ pub enum Renderer {
     DeepseekV32,
     DeepseekV4(V4Revision),
     DeepseekV41,
+    Harmony(HarmonyEncoding),
 }
 
 /// A rendered prompt, as the tokenizer takes it.
@@ -47,21 +51,28 @@ pub enum Renderer {
 pub enum RenderedPrompt {
     /// Text whose special-token strings are special tokens.
     Text(String),
+    /// Token ids, rendered by an encoder with its own tokenizer (Harmony).
+    Tokens(Vec<u32>),
 }
 
 impl Renderer {
     /// The renderer of `model` (its Jinja template compiled, when it has one).
     pub fn for_model(model: &ModelAssets) -> Result<Renderer, TemplateError> {
+        if let Some(encoding) = &model.harmony {
+            return Ok(Renderer::Harmony(encoding.clone()));
+        }
         Renderer::new(model.renderer, model.chat_template.as_deref())
     }
 
     /// A renderer of `kind`; `chat_template` is read only by the kinds that render through one.
+    /// (A Harmony renderer needs its loaded encoding: `for_model`.)
     pub fn new(kind: RendererKind, chat_template: Option<&str>) -> Result<Renderer, TemplateError> {
         match kind {
             RendererKind::Jinja => Renderer::jinja(chat_template.ok_or(TemplateError::Missing)?.to_string()),
             RendererKind::DeepseekV32 => Ok(Renderer::DeepseekV32),
             RendererKind::DeepseekV4(revision) => Ok(Renderer::DeepseekV4(revision)),
             RendererKind::DeepseekV41 => Ok(Renderer::DeepseekV41),
+            RendererKind::Harmony => Err(TemplateError::Missing),
         }
     }
 
@@ -76,6 +87,9 @@ impl Renderer {
             Renderer::DeepseekV32 => deepseek_v32::render(input).map(RenderedPrompt::Text),
             Renderer::DeepseekV4(revision) => deepseek_v4::render(*revision, input).map(RenderedPrompt::Text),
             Renderer::DeepseekV41 => deepseek_v41::render(input).map(RenderedPrompt::Text),
+            Renderer::Harmony(encoding) => {
+                harmony::render(encoding, input, &crate::template::utc_date()).map(RenderedPrompt::Tokens)
+            }
         }
     }
 
@@ -86,6 +100,8 @@ impl Renderer {
             Renderer::DeepseekV32 => Some(deepseek_v32::TOGGLE),
             Renderer::DeepseekV4(_) => Some(deepseek_v4::TOGGLE),
             Renderer::DeepseekV41 => Some(deepseek_v41::TOGGLE),
+            // gpt-oss always reasons; its effort is the system message's.
+            Renderer::Harmony(_) => None,
         }
     }
 
@@ -110,13 +126,22 @@ impl Renderer {
             Renderer::DeepseekV32 | Renderer::DeepseekV4(_) | Renderer::DeepseekV41 => {
                 deepseek_v32::ROLES.contains(&role)
             }
+            Renderer::Harmony(_) => harmony::ROLES.contains(&role),
         }
     }
 
     /// Whether tool-call `arguments` reach the renderer as the client wrote them (a JSON
     /// string stays a string) rather than parsed into objects, as templates expect them.
     pub fn reads_arguments_as_written(&self) -> bool {
-        matches!(self, Renderer::DeepseekV41)
+        matches!(self, Renderer::DeepseekV41 | Renderer::Harmony(_))
+    }
+
+    /// The Harmony encoding, when the model speaks Harmony (its output is parsed by channel).
+    pub fn harmony(&self) -> Option<&HarmonyEncoding> {
+        match self {
+            Renderer::Harmony(encoding) => Some(encoding),
+            _ => None,
+        }
     }
 
     /// How a message's text content parts are joined: as vLLM hands them to the renderer
@@ -125,6 +150,8 @@ impl Renderer {
         match self {
             Renderer::DeepseekV4(_) | Renderer::DeepseekV41 => "\n\n",
             Renderer::Jinja { .. } | Renderer::DeepseekV32 => "\n",
+            // vLLM keeps each part a text content of the Harmony message, rendered back to back.
+            Renderer::Harmony(_) => "",
         }
     }
 }

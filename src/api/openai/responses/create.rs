@@ -153,7 +153,7 @@ async fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(G
     };
     let rendered = chat.render(&model, &renderer, "input")?;
     let parallel_tool_calls = f.bool("parallel_tool_calls")?.unwrap_or(true);
-    let parse = chat.parse_spec(ctx, &model.served_name, true, parallel_tool_calls);
+    let parse = chat.parse_spec(ctx, &model, true, parallel_tool_calls)?;
     let prompt = Prompt::from_rendered(ctx, &model, &rendered)?;
     let id = item_id("resp");
     let request = GenerateRequest {
