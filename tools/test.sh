@@ -75,6 +75,9 @@ limited 600 .venv/bin/python tests/templates/test_templates.py target/release
 step "every parser family end to end (OpenAI SDK, stream helper)"
 limited 600 .venv/bin/python tests/sdk/test_parsers_e2e.py target/release "$MODEL_DIR"
 
+step "native renderers end to end: gpt-oss (Harmony) and DeepSeek-V4.1 through the OpenAI and Anthropic SDKs"
+limited 600 .venv/bin/python tests/sdk/test_renderers_sdk.py target/release
+
 step "fuzz smoke: every cargo-fuzz target for ${SHARDGATE_FUZZ_SECONDS:=15} s (seeds and regressions replayed first)"
 if [ "$SHARDGATE_FUZZ_SECONDS" != 0 ]; then
   limited 1800 tools/fuzz.sh "$SHARDGATE_FUZZ_SECONDS"

