@@ -9,7 +9,8 @@ use crate::api::openai::chat::render_prompt;
 use crate::config::TemplateArgs;
 use crate::startup::StartupError;
 use shardgate_text::model::{ModelAssets, ModelSource};
-use shardgate_text::template::ChatTemplate;
+use shardgate_text::render::{RenderedPrompt, Renderer};
+use shardgate_text::TemplateError;
 use shardgate_util::json::push_str;
 
 pub fn render_templates(args: &TemplateArgs) -> Result<(), StartupError> {
@@ -25,7 +26,10 @@ pub fn render_templates(args: &TemplateArgs) -> Result<(), StartupError> {
         served_name: "template".into(),
         use_generation_config: true,
     })?;
-    let template = ChatTemplate::compile(model.chat_template.as_deref().ok_or(StartupError::NoChatTemplate)?)?;
+    let renderer = Renderer::for_model(&model).map_err(|e| match e {
+        TemplateError::Missing => StartupError::NoChatTemplate,
+        e => e.into(),
+    })?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     for line in std::io::stdin().lock().lines() {
@@ -34,11 +38,15 @@ pub fn render_templates(args: &TemplateArgs) -> Result<(), StartupError> {
             continue;
         }
         let mut json = String::new();
-        let rendered = Body::parse(line.as_bytes()).and_then(|body| render_prompt(&model, &template, &body.fields()));
+        let rendered = Body::parse(line.as_bytes()).and_then(|body| render_prompt(&model, &renderer, &body.fields()));
         match rendered {
             Ok(r) => {
                 json.push_str("{\"prompt\":");
-                push_str(&mut json, &r.prompt);
+                let text = match &r.prompt {
+                    RenderedPrompt::Text(text) => text.clone(),
+                    RenderedPrompt::Tokens(ids) => model.tokenizer.decode(ids, false).unwrap_or_default(),
+                };
+                push_str(&mut json, &text);
             }
             Err(e) => {
                 json.push_str("{\"error\":");

@@ -17,6 +17,9 @@ fn init_logging(level: &str) {
 }
 
 fn main() {
+    // Before any thread exists (setting a variable is not thread-safe): where gpt-oss's
+    // vocabulary file lives (`render::harmony_encoding`).
+    shardgate_text::render::harmony_encoding::point_at_cache();
     let cli = shardgate::cli::parse();
     // Each command's own error type; all of them end here as `error: {e}`.
     let result: Result<(), Box<dyn std::error::Error>> = match cli.command {

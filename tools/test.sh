@@ -45,6 +45,18 @@ echo "$MODEL_DIR"
 step "unit and integration tests"
 limited 1200 cargo test --release
 
+step "native renderers' goldens against the reference encoders (where the real-vLLM venv is)"
+REAL_VLLM_PYTHON="${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python"
+if [ -x "$REAL_VLLM_PYTHON" ]; then
+  limited 600 "$REAL_VLLM_PYTHON" tools/goldens/deepseek.py --check
+  # vLLM's Harmony message rules there; the official openai-harmony renders and parses, in .venv.
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  .venv/bin/pip install -q -r tools/goldens/requirements.txt
+  limited 600 "$REAL_VLLM_PYTHON" tools/goldens/harmony.py --check --official-python .venv/bin/python
+else
+  echo "skipped: no $REAL_VLLM_PYTHON (tools/real-vllm/setup.sh); cargo test checked the committed goldens"
+fi
+
 step "OpenAI SDK against the gateway"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
@@ -63,6 +75,9 @@ limited 600 .venv/bin/python tests/templates/test_templates.py target/release
 
 step "every parser family end to end (OpenAI SDK, stream helper)"
 limited 600 .venv/bin/python tests/sdk/test_parsers_e2e.py target/release "$MODEL_DIR"
+
+step "native renderers end to end: gpt-oss (Harmony) and DeepSeek-V4.1 through the OpenAI and Anthropic SDKs"
+limited 600 .venv/bin/python tests/sdk/test_renderers_sdk.py target/release
 
 step "fuzz smoke: every cargo-fuzz target for ${SHARDGATE_FUZZ_SECONDS:=15} s (seeds and regressions replayed first)"
 if [ "$SHARDGATE_FUZZ_SECONDS" != 0 ]; then

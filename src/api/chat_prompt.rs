@@ -12,7 +12,8 @@ use crate::pipeline::constraint::ForcedTool;
 use crate::pipeline::parse::ParseSpec;
 use crate::shard::ShardCtx;
 use shardgate_parsers::tool::ToolSpec;
-use shardgate_text::template::{ChatTemplate, RenderInput};
+use shardgate_text::render::{RenderedPrompt, Renderer};
+use shardgate_text::template::RenderInput;
 use shardgate_text::ModelAssets;
 
 /// How the model may use the tools.
@@ -44,17 +45,17 @@ pub struct ChatPrompt {
 }
 
 impl ChatPrompt {
-    /// The prompt text; a template error is the client's 400 (naming `messages_param`).
+    /// The prompt; a renderer's refusal is the client's 400 (naming `messages_param`).
     pub fn render(
         &self,
         model: &ModelAssets,
-        template: &ChatTemplate,
+        renderer: &Renderer,
         messages_param: &str,
-    ) -> Result<String, ApiError> {
+    ) -> Result<RenderedPrompt, ApiError> {
         let mut extra: Vec<(String, Value)> =
             model.special_tokens.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
         extra.extend(self.variables.iter().map(|(k, v)| (k.clone(), v.clone())));
-        template
+        renderer
             .render(&RenderInput {
                 messages: &self.conversation,
                 tools: self.template_tools.as_ref().filter(|_| !self.tools.is_empty()),
@@ -68,14 +69,32 @@ impl ChatPrompt {
 
     /// The parse stage: the model's reasoning parser (unless `separate_reasoning` is off), and
     /// its tool-call parser when tools may be called; a forced call is read as constrained
-    /// JSON, several calls when `parallel_tool_calls`.
+    /// JSON, several calls when `parallel_tool_calls`. A Harmony model's output is read by
+    /// channel instead; a forced call, which would make it write bare JSON, is refused there.
     pub fn parse_spec(
         &self,
         ctx: &ShardCtx,
-        model_name: &str,
+        model: &ModelAssets,
         separate_reasoning: bool,
         parallel_tool_calls: bool,
-    ) -> ParseSpec {
+    ) -> Result<ParseSpec, ApiError> {
+        if let Some(encoding) = &model.harmony {
+            if matches!(self.tool_choice, ToolChoice::Required | ToolChoice::Named(_)) {
+                return Err(ApiError::invalid_param(
+                    "tool_choice",
+                    "a forced tool call (tool_choice 'required' or a named function) is not supported for \
+                     Harmony (gpt-oss) models; use 'auto'",
+                ));
+            }
+            return Ok(ParseSpec {
+                separate_reasoning,
+                model_name: model.served_name.clone(),
+                prior_tool_calls: prior_tool_calls(&self.conversation),
+                harmony: Some(encoding.clone()),
+                ..Default::default()
+            });
+        }
+        let model_name = model.served_name.as_str();
         let parsers = ctx.shared.parsers();
         let tool_parser =
             if self.tool_choice == ToolChoice::None || self.tools.is_empty() { None } else { parsers.tool };
@@ -84,7 +103,7 @@ impl ChatPrompt {
             ToolChoice::Named(name) => Some(ForcedTool::Named(name.clone())),
             ToolChoice::None | ToolChoice::Auto => None,
         };
-        ParseSpec {
+        Ok(ParseSpec {
             reasoning_parser: parsers.reasoning,
             tool_parser,
             tools: self.tools.clone(),
@@ -94,7 +113,8 @@ impl ChatPrompt {
             prior_tool_calls: prior_tool_calls(&self.conversation),
             forced,
             parallel_tool_calls,
-        }
+            harmony: None,
+        })
     }
 }
 

@@ -113,7 +113,13 @@ impl ChoiceState {
         if let Some(lp) = ev.logprobs {
             self.push_logprobs(tokenizer, lp);
         }
+        let before = self.token_ids.len();
         let stop_hit = self.push_tokens(tokenizer, opts, &ev.token_ids, ev.finish == Some(FinishReason::Stop));
+        if let Some(parser) = &mut self.parser {
+            // The tokens the output kept (a stop string cuts the rest), stop token included:
+            // it ends a Harmony message.
+            parser.push_tokens(&self.token_ids[before.min(self.token_ids.len())..]);
+        }
         if let Some(stop_index) = stop_hit {
             let stop_reason = Some(StopReason::Text(opts.stop[stop_index].clone()));
             self.finish = Some(Finish { reason: FinishReason::Stop, stop_reason });

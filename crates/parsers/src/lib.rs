@@ -18,10 +18,15 @@
 //!   consumed.
 //! - **No panics, no I/O, no async.** Inputs are untrusted model output.
 //!
+//! gpt-oss's Harmony output is the one stream read as token ids ([`harmony`]): the official
+//! `openai-harmony` parser decides its channels, and only its routing to reasoning, content
+//! and calls is ours.
+//!
 //! What this module must not know: HTTP, SSE framing, tokenizers, engines.
 //! Tool-call ids are minted here ([`tool::tool_call_id`]) only because their
 //! format is a per-model-family convention.
 
+pub mod harmony;
 pub mod limits;
 pub mod reasoning;
 pub(crate) mod stream_core;

@@ -57,6 +57,8 @@ pub enum TemplateError {
     FinalMessageWithoutContent,
     /// `continue_final_message`, and the rendered text does not contain the final message.
     FinalMessageNotRendered,
+    /// A native renderer's refusal of the conversation.
+    Prompt(PromptError),
 }
 
 impl fmt::Display for TemplateError {
@@ -79,11 +81,59 @@ impl fmt::Display for TemplateError {
                  portions of the final message. Please verify the chat template and final message \
                  in your chat to ensure they are compatible.",
             ),
+            TemplateError::Prompt(e) => e.fmt(f),
         }
     }
 }
 
 impl std::error::Error for TemplateError {}
+
+/// A conversation a native renderer cannot encode, in the words of the reference encoder's
+/// own check (`messages` indices count from 0, as the API's do).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptError {
+    /// A role the encoder has no rendering for.
+    Role(String),
+    /// A developer message with empty content (the DeepSeek encoders refuse one).
+    EmptyDeveloper { index: usize },
+    /// A tool result with no assistant tool call before it to answer.
+    ToolResultWithoutCall { index: usize },
+    /// DeepSeek-V3.2 in thinking mode: an assistant turn after the last user turn has neither
+    /// reasoning nor tool calls.
+    AssistantWithoutReasoning { index: usize },
+    /// DeepSeek-V3.2 in thinking mode drops a message before the last user turn (a developer
+    /// message) and then fails on the shorter conversation.
+    DroppedBeforeLastUser { index: usize },
+    /// A `reasoning_effort` the renderer does not know.
+    Effort { renderer: &'static str, accepted: &'static str },
+}
+
+impl fmt::Display for PromptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PromptError::Role(role) => write!(f, "Invalid role: {role}"),
+            PromptError::EmptyDeveloper { index } => {
+                write!(f, "Invalid message for role `developer` at messages[{index}]: it needs content")
+            }
+            PromptError::ToolResultWithoutCall { index } => {
+                write!(f, "No tool calls but found tool output at messages[{index}]")
+            }
+            PromptError::AssistantWithoutReasoning { index } => write!(
+                f,
+                "ThinkingMode: thinking, invalid message without reasoning/tool_calls at messages[{index}] \
+                 after last user message"
+            ),
+            PromptError::Effort { renderer, accepted } => {
+                write!(f, "{renderer} reasoning_effort must be {accepted}")
+            }
+            PromptError::DroppedBeforeLastUser { index } => write!(
+                f,
+                "the DeepSeek-V3.2 encoder cannot render messages[{index}] before the last user message with \
+                 thinking on"
+            ),
+        }
+    }
+}
 
 /// A model directory that cannot be loaded.
 #[derive(Debug)]
@@ -105,6 +155,20 @@ pub enum ModelError {
     },
     /// `--chat-template` is neither a file nor template text.
     TemplateArgument(String),
+    /// A gpt-oss model, and `TIKTOKEN_ENCODINGS_BASE` is not set (`main` sets it).
+    HarmonyEncodingsBase,
+    /// A gpt-oss model whose tokenizer is not a byte-level BPE one.
+    HarmonyVocabulary,
+    /// openai-harmony could not load its encoding from `file` (a hash mismatch: the tokenizer
+    /// is not gpt-oss's).
+    HarmonyEncoding {
+        file: PathBuf,
+        reason: String,
+    },
+    Write {
+        path: PathBuf,
+        source: io::Error,
+    },
 }
 
 impl fmt::Display for ModelError {
@@ -123,6 +187,16 @@ impl fmt::Display for ModelError {
                 write!(f, "cannot read chat template {template}: {source}")
             }
             ModelError::TemplateArgument(t) => write!(f, "chat template {t} is neither a readable file nor a template"),
+            ModelError::HarmonyEncodingsBase => {
+                f.write_str("a gpt-oss model needs TIKTOKEN_ENCODINGS_BASE (the directory of its vocabulary file)")
+            }
+            ModelError::HarmonyVocabulary => {
+                f.write_str("a gpt-oss model needs a byte-level BPE tokenizer (o200k_harmony)")
+            }
+            ModelError::HarmonyEncoding { file, reason } => {
+                write!(f, "cannot load the Harmony encoding from {}: {reason}", file.display())
+            }
+            ModelError::Write { path, source } => write!(f, "cannot write {}: {source}", path.display()),
         }
     }
 }
@@ -131,7 +205,9 @@ impl std::error::Error for ModelError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ModelError::Tokenizer(e) => Some(e),
-            ModelError::Read { source, .. } | ModelError::ReadTemplate { source, .. } => Some(source),
+            ModelError::Read { source, .. }
+            | ModelError::ReadTemplate { source, .. }
+            | ModelError::Write { source, .. } => Some(source),
             ModelError::Parse { source, .. } => Some(source),
             _ => None,
         }
@@ -244,6 +320,30 @@ mod tests {
                  the chat template! This can happen if the chat template deletes portions of the final message. \
                  Please verify the chat template and final message in your chat to ensure they are compatible."
                     .into(),
+            ),
+            (TemplateError::Prompt(PromptError::Role("x".into())).to_string(), "Invalid role: x".into()),
+            (
+                PromptError::EmptyDeveloper { index: 2 }.to_string(),
+                "Invalid message for role `developer` at messages[2]: it needs content".into(),
+            ),
+            (
+                PromptError::ToolResultWithoutCall { index: 1 }.to_string(),
+                "No tool calls but found tool output at messages[1]".into(),
+            ),
+            (
+                PromptError::AssistantWithoutReasoning { index: 3 }.to_string(),
+                "ThinkingMode: thinking, invalid message without reasoning/tool_calls at messages[3] after last \
+                 user message"
+                    .into(),
+            ),
+            (
+                PromptError::DroppedBeforeLastUser { index: 0 }.to_string(),
+                "the DeepSeek-V3.2 encoder cannot render messages[0] before the last user message with thinking on"
+                    .into(),
+            ),
+            (
+                PromptError::Effort { renderer: "DeepSeek V4.1", accepted: "low or high" }.to_string(),
+                "DeepSeek V4.1 reasoning_effort must be low or high".into(),
             ),
             (
                 ModelError::NotADirectory("/m".into()).to_string(),

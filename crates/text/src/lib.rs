@@ -1,6 +1,7 @@
-//! Everything the engine never sees: tokenizer, chat template, incremental detokenization and
-//! stop strings. Pure and synchronous: these modules do no I/O after loading and know nothing
-//! about HTTP, shards or engines.
+//! Everything the engine never sees: tokenizer, prompt renderers (the chat template or a
+//! checkpoint's native encoder), incremental detokenization and stop strings. Pure and
+//! synchronous: these modules do no I/O after loading and know nothing about HTTP, shards or
+//! engines.
 
 pub mod assets;
 pub mod demo_model;
@@ -8,9 +9,10 @@ pub mod detokenize;
 pub mod error;
 pub mod limits;
 pub mod model;
+pub mod render;
 pub mod stops;
 pub mod template;
 pub mod tokenizer;
 
-pub use error::{AssetError, ModelError, TemplateError, TokenizerError};
+pub use error::{AssetError, ModelError, PromptError, TemplateError, TokenizerError};
 pub use model::ModelAssets;

@@ -4,7 +4,9 @@
 //! Sources, in vLLM's order: `tokenizer.json` from `--tokenizer-path` or the model directory;
 //! the chat template from `--chat-template`, then `chat_template.json` / `chat_template.jinja`
 //! in the model directory, then `tokenizer_config.json`; EOS from the tokenizer's `eos_token`
-//! plus `generation_config.json` (or `config.json` when that file is missing).
+//! plus `generation_config.json` (or `config.json` when that file is missing). `config.json`
+//! also picks the renderer (`render::detect`): a native one replaces the chat template, and
+//! `--chat-template` is then ignored, which the log says.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,6 +15,8 @@ use serde_json::Value;
 
 use super::tokenizer::Tokenizer;
 use crate::error::ModelError;
+use crate::render::{detect, harmony_encoding, RendererKind};
+use openai_harmony::HarmonyEncoding;
 
 /// Sampling defaults from `generation_config.json` (applied when the request leaves them unset,
 /// as vLLM's `--generation-config auto` does).
@@ -32,6 +36,10 @@ pub struct ModelAssets {
     pub served_name: String,
     pub tokenizer: Tokenizer,
     pub chat_template: Option<String>,
+    /// What renders the prompts: the chat template or a native encoder.
+    pub renderer: RendererKind,
+    /// gpt-oss's Harmony encoding (its renderer and output parser), for a Harmony model.
+    pub harmony: Option<HarmonyEncoding>,
     /// `bos_token`, `eos_token`, ... as strings, passed to the chat template.
     pub special_tokens: Vec<(String, String)>,
     /// The primary EOS id (the tokenizer's `eos_token`).
@@ -84,6 +92,14 @@ impl ModelAssets {
         let generation_config = read_json(&model_dir.join("generation_config.json"))?;
 
         let chat_template = load_chat_template(src.chat_template.as_deref(), model_dir, &tok_dir, &tokenizer_config)?;
+        let renderer = detect::renderer_kind(&config, model_dir, &src.served_name);
+        if renderer.replaces_jinja() && src.chat_template.is_some() {
+            tracing::warn!(
+                "--chat-template has no effect on {}: its prompts are rendered by the native {} renderer",
+                src.served_name,
+                renderer.name()
+            );
+        }
         let special_tokens = special_tokens_map(&tokenizer_config);
         let eos_token_id = special_tokens
             .iter()
@@ -93,6 +109,15 @@ impl ModelAssets {
         // transformers falls back to config.json when generation_config.json is absent.
         let eos_source = generation_config.as_ref().unwrap_or(&config);
         let mut extra_eos_token_ids: Vec<u32> = eos_source.get("eos_token_id").map(all_ids).unwrap_or_default();
+        let harmony = match renderer {
+            RendererKind::Harmony => Some(harmony_encoding::load(&tokenizer)?),
+            _ => None,
+        };
+        // Harmony's stop tokens for the assistant (`<|return|>`, `<|call|>`) end the output
+        // whatever the generation config says.
+        if let Some(stops) = harmony.as_ref().and_then(|h| h.stop_tokens_for_assistant_actions().ok()) {
+            extra_eos_token_ids.extend(stops);
+        }
         extra_eos_token_ids.retain(|&id| Some(id) != eos_token_id);
         extra_eos_token_ids.sort_unstable();
         extra_eos_token_ids.dedup();
@@ -130,6 +155,8 @@ impl ModelAssets {
             served_name: src.served_name.clone(),
             tokenizer,
             chat_template,
+            renderer,
+            harmony,
             special_tokens,
             eos_token_id,
             extra_eos_token_ids,

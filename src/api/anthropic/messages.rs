@@ -25,6 +25,7 @@ use crate::metrics::Endpoint;
 use crate::pipeline::plan::{plan, Generation};
 use crate::pipeline::request::{GenerateRequest, Prompt, SamplingRequest};
 use crate::shard::ShardCtx;
+use shardgate_text::render::Renderer;
 use shardgate_text::ModelAssets;
 
 pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
@@ -42,7 +43,7 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(Generat
     let (MessagesPrompt { chat, one_call }, prompt) = render_prompt(ctx, &model, &f)?;
     let input_tokens = prompt.token_ids.len() as u64;
     // A forced call is one call when parallel calls are off; `auto` keeps the first (format).
-    let parse = chat.parse_spec(ctx, &model.served_name, true, !one_call);
+    let parse = chat.parse_spec(ctx, &model, true, !one_call)?;
     let id = format!("msg_{}", shardgate_util::ids::random_hex(32));
     let request = GenerateRequest {
         endpoint: Endpoint::Messages,
@@ -90,21 +91,20 @@ pub fn render_prompt(
     model: &ModelAssets,
     f: &Fields<'_>,
 ) -> Result<(MessagesPrompt, Prompt), ApiError> {
-    let template = ctx.chat_template(model).map_err(ApiError::bad_request)?;
-    let read = read_prompt(model, f)?;
-    let text = read.chat.render(model, &template, "messages")?;
-    let prompt = Prompt::from_text(ctx, model, &text, false, false)?;
+    let renderer = ctx.renderer(model).map_err(ApiError::bad_request)?;
+    let read = read_prompt(model, &renderer, f)?;
+    let rendered = read.chat.render(model, &renderer, "messages")?;
+    let prompt = Prompt::from_rendered(ctx, model, &rendered)?;
     Ok((read, prompt))
 }
 
 /// The conversation, tools, tool choice and thinking switch of a Messages request (or of a
 /// `count_tokens` request, which has the same fields).
-fn read_prompt(model: &ModelAssets, f: &Fields<'_>) -> Result<MessagesPrompt, ApiError> {
-    let template_source = model.chat_template.as_deref().unwrap_or("");
+fn read_prompt(model: &ModelAssets, renderer: &Renderer, f: &Fields<'_>) -> Result<MessagesPrompt, ApiError> {
     let conversation = content::conversation(f)?;
     let tools = tools::read(f)?;
     let choice = tools::read_choice(f, &tools.specs)?;
-    let (variables, thinking_on) = thinking::template_variables(f, template_source)?;
+    let (variables, thinking_on) = thinking::template_variables(f, renderer, &model.served_name)?;
     let chat = ChatPrompt {
         conversation,
         tools: tools.specs,

@@ -2,8 +2,9 @@
 //! in reasoning.
 //!
 //! `{"type": "enabled", "budget_tokens": N}` (or Anthropic's newer `adaptive`) turns it on,
-//! `{"type": "disabled"}` off; without `thinking` the template's own default holds.
-//! `pipeline::thinking` writes the choice under the name the template reads. The budget is
+//! `{"type": "disabled"}` off; without `thinking` the renderer's own default holds (or SMG's
+//! DeepSeek profile's, `render::profile`). The renderer's switch takes the choice under the
+//! name it reads. The budget is
 //! checked to be a positive integer below `max_tokens` (as Anthropic and vLLM refuse one that
 //! is not) and not otherwise enforced: nothing in the engine can end a thinking block at a
 //! token count, and vLLM's Anthropic endpoint ignores it too (Anthropic also asks for at least
@@ -13,14 +14,19 @@ use serde_json::{Map, Value};
 
 use crate::api::fields::Fields;
 use crate::error::ApiError;
-use crate::pipeline::thinking;
+use shardgate_text::render::{profile, Renderer};
 
 /// The template variables `thinking` implies, and whether thinking is on.
-pub fn template_variables(f: &Fields<'_>, template_source: &str) -> Result<(Map<String, Value>, bool), ApiError> {
-    let preference = preference(f)?;
+pub fn template_variables(
+    f: &Fields<'_>,
+    renderer: &Renderer,
+    model_name: &str,
+) -> Result<(Map<String, Value>, bool), ApiError> {
+    let preference = preference(f)?.or_else(|| profile::default_preference(model_name));
     let mut variables = Map::new();
-    let Some(key) = thinking::template_key(template_source) else { return Ok((variables, false)) };
-    let on = thinking::apply(key, preference, &mut variables);
+    let Some(toggle) = renderer.toggle() else { return Ok((variables, false)) };
+    toggle.write(preference, &mut variables);
+    let on = renderer.thinking_on(&variables);
     Ok((variables, on))
 }
 
@@ -75,7 +81,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const QWEN: &str = "{% if enable_thinking is defined and enable_thinking is false %}";
+    const QWEN: &str = "{% if enable_thinking is defined and enable_thinking is false %}{% endif %}";
+
+    fn run(body: &Value, template: &str) -> Result<(Map<String, Value>, bool), ApiError> {
+        template_variables(&Fields::new(body), &Renderer::jinja(template.to_string()).unwrap(), "m")
+    }
 
     #[test]
     fn thinking_sets_the_templates_switch() {
@@ -94,7 +104,7 @@ mod tests {
             (json!({"thinking": {"type": "enabled", "budget_tokens": 2048}}), "{{ messages }}", false, None),
         ];
         for (body, template, on, written) in cases {
-            let (variables, got) = template_variables(&Fields::new(&body), template).expect("valid");
+            let (variables, got) = run(&body, template).expect("valid");
             assert_eq!(got, on, "{body}");
             assert_eq!(variables.get("enable_thinking"), written.as_ref(), "{body}");
         }
@@ -113,10 +123,10 @@ mod tests {
         ];
         for (body, param) in cases {
             // Refused whatever the template, as Anthropic refuses it.
-            let e = template_variables(&Fields::new(&body), "{{ messages }}").expect_err(&body.to_string());
+            let e = run(&body, "{{ messages }}").expect_err(&body.to_string());
             assert_eq!((e.status, e.param.as_deref()), (400, Some(param)), "{body}");
         }
         let small = json!({"thinking": {"type": "enabled", "budget_tokens": 16}});
-        assert!(template_variables(&Fields::new(&small), QWEN).is_ok(), "any positive budget is taken");
+        assert!(run(&small, QWEN).is_ok(), "any positive budget is taken");
     }
 }

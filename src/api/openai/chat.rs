@@ -19,7 +19,7 @@ use crate::pipeline::parse::ParseSpec;
 use crate::pipeline::plan::{plan, Generation};
 use crate::pipeline::request::{GenerateRequest, Prompt};
 use crate::shard::ShardCtx;
-use shardgate_text::template::ChatTemplate;
+use shardgate_text::render::{RenderedPrompt, Renderer};
 use shardgate_text::ModelAssets;
 
 pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
@@ -34,11 +34,11 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(Generat
     let model = crate::api::model::resolve(ctx, &f)?;
     let names = Names::chat(f.has("max_completion_tokens"));
     let Sampling { request: sampling, include_usage } = sampling::read(&f, Api::Chat)?;
-    let template = ctx.chat_template(&model).map_err(ApiError::bad_request)?;
+    let renderer = ctx.renderer(&model).map_err(ApiError::bad_request)?;
     check_mrope_over_tokenspeed(ctx, &model, &f)?;
-    let RenderedChat { prompt, chat } = render_prompt(&model, &template, &f)?;
-    let parse = parse_spec(ctx, &f, &model.served_name, &chat)?;
-    let prompt = Prompt::from_text(ctx, &model, &prompt, false, false)?;
+    let RenderedChat { prompt, chat } = render_prompt(&model, &renderer, &f)?;
+    let parse = parse_spec(ctx, &f, &model, &chat)?;
+    let prompt = Prompt::from_rendered(ctx, &model, &prompt)?;
     let id = shardgate_util::ids::response_id("chatcmpl");
     let request = GenerateRequest {
         endpoint: Endpoint::Chat,
@@ -89,16 +89,15 @@ fn check_mrope_over_tokenspeed(ctx: &ShardCtx, model: &ModelAssets, f: &Fields<'
 
 /// A chat request's prompt, and what rendering it decided.
 pub struct RenderedChat {
-    pub prompt: String,
+    pub prompt: RenderedPrompt,
     pub chat: ChatPrompt,
 }
 
 /// Renders a chat request's prompt exactly as the endpoint does (also behind
 /// `shardgate template`, to compare with transformers).
-pub fn render_prompt(model: &ModelAssets, template: &ChatTemplate, f: &Fields<'_>) -> Result<RenderedChat, ApiError> {
+pub fn render_prompt(model: &ModelAssets, renderer: &Renderer, f: &Fields<'_>) -> Result<RenderedChat, ApiError> {
     let messages = f.get("messages").ok_or_else(|| ApiError::invalid_param("messages", "'messages' is required"))?;
-    let template_source = model.chat_template.as_deref().unwrap_or("");
-    let conversation = super::conversation::normalize(messages, template_source)?;
+    let conversation = super::conversation::normalize(messages, renderer)?;
     let add_generation_prompt = f.bool("add_generation_prompt")?.unwrap_or(true);
     let continue_final_message = f.bool("continue_final_message")?.unwrap_or(false);
     if add_generation_prompt && continue_final_message {
@@ -108,7 +107,7 @@ pub fn render_prompt(model: &ModelAssets, template: &ChatTemplate, f: &Fields<'_
     }
     let tools = tools::parse_tools(f)?;
     let tool_choice = tools::parse_tool_choice(f, &tools)?;
-    let (variables, thinking_on) = super::thinking::template_variables(f, template_source)?;
+    let (variables, thinking_on) = super::thinking::template_variables(f, renderer, &model.served_name)?;
     let chat = ChatPrompt {
         conversation,
         tools,
@@ -120,17 +119,17 @@ pub fn render_prompt(model: &ModelAssets, template: &ChatTemplate, f: &Fields<'_
         add_generation_prompt,
         continue_final_message,
     };
-    let prompt = chat.render(model, template, "messages")?;
+    let prompt = chat.render(model, renderer, "messages")?;
     Ok(RenderedChat { prompt, chat })
 }
 
 /// The parse stage this request gets (`separate_reasoning` off: no reasoning parser).
-fn parse_spec(ctx: &ShardCtx, f: &Fields<'_>, model_name: &str, chat: &ChatPrompt) -> Result<ParseSpec, ApiError> {
+fn parse_spec(ctx: &ShardCtx, f: &Fields<'_>, model: &ModelAssets, chat: &ChatPrompt) -> Result<ParseSpec, ApiError> {
     let separate_reasoning = f.bool("separate_reasoning")?.unwrap_or(true);
     // Read only for a forced call, the one place it matters.
     let parallel_tool_calls = match chat.tool_choice {
         ToolChoice::Required | ToolChoice::Named(_) => f.bool("parallel_tool_calls")?.unwrap_or(true),
         ToolChoice::None | ToolChoice::Auto => true,
     };
-    Ok(chat.parse_spec(ctx, model_name, separate_reasoning, parallel_tool_calls))
+    chat.parse_spec(ctx, model, separate_reasoning, parallel_tool_calls)
 }

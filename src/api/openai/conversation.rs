@@ -1,20 +1,22 @@
 //! Chat messages → the conversation a chat template sees, as vLLM builds it
-//! (`vllm/renderers/chat_utils.py`): content strings (text parts joined with newlines, null as
-//! ""), assistant `tool_calls` with their JSON `arguments` parsed into objects, reasoning under
+//! (`vllm/renderers/chat_utils.py`): content strings (text parts joined with newlines, or as the
+//! renderer joins them; null as ""), assistant `tool_calls` with their JSON `arguments` parsed
+//! into objects (kept as written for a renderer that reads them so), reasoning under
 //! both `reasoning` and `reasoning_content`, and `name` / `tool_call_id` kept. A `developer`
-//! message becomes a system message when the template has no `developer` role, as vLLM's
+//! message becomes a system message when the renderer has no `developer` role, as vLLM's
 //! renderer does (`vllm/renderers/hf.py`), so the instruction is not silently dropped.
 
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+use shardgate_text::render::Renderer;
 
 /// The roles of OpenAI's Chat Completions API, in the order its error message lists them.
 const API_ROLES: [&str; 6] = ["system", "assistant", "user", "function", "tool", "developer"];
 
-/// `template_source` decides which roles can be rendered: the API's own, and any other role the
-/// template names as a string literal (Llama 3.1's `ipython`, for instance).
-pub fn normalize(messages: &Value, template_source: &str) -> Result<Value, ApiError> {
+/// The renderer decides which roles can be rendered: the API's own, and any other role it
+/// names (a template's string literal such as Llama 3.1's `ipython`).
+pub fn normalize(messages: &Value, renderer: &Renderer) -> Result<Value, ApiError> {
     let list = messages
         .as_array()
         .ok_or_else(|| ApiError::invalid_param("messages", "'messages' must be a list of message objects"))?;
@@ -23,30 +25,18 @@ pub fn normalize(messages: &Value, template_source: &str) -> Result<Value, ApiEr
     }
     let mut out = Vec::with_capacity(list.len());
     for (i, m) in list.iter().enumerate() {
-        out.push(normalize_message(i, m, template_source)?);
+        out.push(normalize_message(i, m, renderer)?);
     }
-    Ok(Value::Array(template_roles(out, template_source)))
+    Ok(Value::Array(template_roles(out, renderer)))
 }
 
-/// Developer messages as the template can render them: unchanged where it names the role,
+/// Developer messages as the renderer can render them: unchanged where it names the role,
 /// else as system messages (`developer_as_system`). Every conversational API's last step.
-pub fn template_roles(conversation: Vec<Value>, template_source: &str) -> Vec<Value> {
-    if conversation.iter().any(|m| m["role"] == "developer") && !names_role(template_source, "developer") {
+pub fn template_roles(conversation: Vec<Value>, renderer: &Renderer) -> Vec<Value> {
+    if conversation.iter().any(|m| m["role"] == "developer") && !renderer.names_role("developer") {
         return developer_as_system(conversation);
     }
     conversation
-}
-
-/// Whether the template names `role` in quotes: the test vLLM applies for `developer`.
-fn names_role(template_source: &str, role: &str) -> bool {
-    let quoted = |q: char| {
-        let mut s = String::with_capacity(role.len() + 2);
-        s.push(q);
-        s.push_str(role);
-        s.push(q);
-        s
-    };
-    template_source.contains(&quoted('\'')) || template_source.contains(&quoted('"'))
 }
 
 /// Developer messages as system messages, and then (when that leaves a system message anywhere
@@ -84,7 +74,7 @@ fn developer_as_system(conversation: Vec<Value>) -> Vec<Value> {
     out
 }
 
-fn normalize_message(i: usize, m: &Value, template_source: &str) -> Result<Value, ApiError> {
+fn normalize_message(i: usize, m: &Value, renderer: &Renderer) -> Result<Value, ApiError> {
     let param = |field: &str| format!("messages.[{i}].{field}");
     let obj = m
         .as_object()
@@ -94,7 +84,7 @@ fn normalize_message(i: usize, m: &Value, template_source: &str) -> Result<Value
         Some(_) => return Err(ApiError::invalid_param(&param("role"), "'role' must be a string")),
         None => return Err(ApiError::invalid_param(&param("role"), "each message needs a 'role'")),
     };
-    if !API_ROLES.contains(&role) && !names_role(template_source, role) {
+    if !API_ROLES.contains(&role) && !renderer.names_role(role) {
         // OpenAI's own answer for an unknown role; a template would drop the message silently.
         return Err(ApiError::invalid_param(
             &param("role"),
@@ -103,14 +93,15 @@ fn normalize_message(i: usize, m: &Value, template_source: &str) -> Result<Value
             ),
         ));
     }
-    let content = content_text(obj.get("content"), &param("content"))?;
+    let content = content_text(obj.get("content"), &param("content"), renderer.text_part_separator())?;
     let mut out = Map::new();
     out.insert("role".into(), Value::String(role.to_string()));
     out.insert("content".into(), Value::String(content));
     match role {
         "assistant" => {
             if let Some(calls) = obj.get("tool_calls").filter(|v| !v.is_null()) {
-                out.insert("tool_calls".into(), normalize_tool_calls(calls, &param("tool_calls"))?);
+                let as_written = renderer.reads_arguments_as_written();
+                out.insert("tool_calls".into(), normalize_tool_calls(calls, &param("tool_calls"), as_written)?);
             }
             let reasoning = obj
                 .get("reasoning")
@@ -140,8 +131,8 @@ fn normalize_message(i: usize, m: &Value, template_source: &str) -> Result<Value
     Ok(Value::Object(out))
 }
 
-/// String content, or text parts joined with newlines; media parts are refused.
-fn content_text(content: Option<&Value>, param: &str) -> Result<String, ApiError> {
+/// String content, or text parts joined with `separator`; media parts are refused.
+fn content_text(content: Option<&Value>, param: &str, separator: &str) -> Result<String, ApiError> {
     match content {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
@@ -164,14 +155,15 @@ fn content_text(content: Option<&Value>, param: &str) -> Result<String, ApiError
                     }
                 }
             }
-            Ok(texts.join("\n"))
+            Ok(texts.join(separator))
         }
         Some(_) => Err(ApiError::invalid_param(param, "'content' must be a string, a list of content parts, or null")),
     }
 }
 
-/// Assistant tool calls with `function.arguments` parsed (templates expect objects).
-fn normalize_tool_calls(calls: &Value, param: &str) -> Result<Value, ApiError> {
+/// Assistant tool calls with `function.arguments` parsed (templates expect objects), or as
+/// written (`as_written`).
+fn normalize_tool_calls(calls: &Value, param: &str, as_written: bool) -> Result<Value, ApiError> {
     let list = calls.as_array().ok_or_else(|| ApiError::invalid_param(param, "'tool_calls' must be a list"))?;
     let mut out = Vec::with_capacity(list.len());
     for call in list {
@@ -186,8 +178,10 @@ fn normalize_tool_calls(calls: &Value, param: &str) -> Result<Value, ApiError> {
                 "chat completions only support assistant tool_calls of type 'function'.",
             ));
         };
-        let parsed = arguments_object(function.get("arguments"));
-        function.insert("arguments".into(), parsed);
+        if !as_written {
+            let parsed = arguments_object(function.get("arguments"));
+            function.insert("arguments".into(), parsed);
+        }
         out.push(Value::Object(call));
     }
     Ok(Value::Array(out))
@@ -220,7 +214,12 @@ mod tests {
     use serde_json::json;
 
     /// A template with Qwen's role handling: no `developer`, a system message only first.
-    const QWEN_LIKE: &str = "{%- if messages[0].role == 'system' %}{%- endif %}{%- if message.role == \"user\" %}";
+    const QWEN_LIKE: &str =
+        "{%- if messages[0].role == 'system' %}{%- endif %}{%- if message.role == \"user\" %}{% endif %}";
+
+    fn normalize(messages: &Value, template: &str) -> Result<Value, ApiError> {
+        super::normalize(messages, &Renderer::jinja(template.to_string()).expect("a template"))
+    }
 
     #[test]
     fn normalizes_like_vllm() {
@@ -284,7 +283,7 @@ mod tests {
             e.message,
             "Invalid value: 'wizard'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'."
         );
-        let llama = "{%- if message.role == 'ipython' %}";
+        let llama = "{%- if message.role == 'ipython' %}{% endif %}";
         assert!(normalize(&json!([{"role": "ipython", "content": "x"}]), llama).is_ok());
     }
 
@@ -309,7 +308,7 @@ mod tests {
             // A template that renders developer messages gets them as they are.
             (
                 json!([{"role": "developer", "content": "D"}]),
-                "{% if m.role == \"developer\" %}",
+                "{% if m.role == \"developer\" %}{% endif %}",
                 json!([{"role": "developer", "content": "D", "tools": null}]),
             ),
         ];

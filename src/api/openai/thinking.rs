@@ -4,14 +4,15 @@
 //! `thinking.type` (`enabled`/`disabled`) sets the preference; without it a `reasoning_effort`
 //! of `none` or `minimal` means off and any other effort means on. The effort itself
 //! (`thinking.effort` first) and `tool_choice` / `response_format` reach the template as
-//! variables of those names. `pipeline::thinking` writes the preference under the key the
-//! template reads. A variable the client set in `chat_template_kwargs` wins.
+//! variables of those names. The renderer's thinking switch (`render::thinking::Toggle`) takes
+//! the preference under the key it reads; a request stating none gets SMG's DeepSeek profile's
+//! (`render::profile`). A variable the client set in `chat_template_kwargs` wins.
 
 use serde_json::{Map, Value};
 
 use crate::api::fields::Fields;
 use crate::error::ApiError;
-use crate::pipeline::thinking;
+use shardgate_text::render::{profile, Renderer};
 
 /// The request's thinking preference: `Some(true/false)` or no opinion.
 fn preference(f: &Fields<'_>) -> Result<Option<bool>, ApiError> {
@@ -46,23 +47,36 @@ fn effort(f: &Fields<'_>) -> Result<Option<String>, ApiError> {
 
 /// The template variables: the client's `chat_template_kwargs` and what the reasoning controls
 /// imply; and whether thinking is on.
-pub fn template_variables(f: &Fields<'_>, template_source: &str) -> Result<(Map<String, Value>, bool), ApiError> {
+pub fn template_variables(
+    f: &Fields<'_>,
+    renderer: &Renderer,
+    model_name: &str,
+) -> Result<(Map<String, Value>, bool), ApiError> {
     let passthrough = ["tool_choice", "response_format"].map(|name| (name, f.get(name)));
-    variables(f.object("chat_template_kwargs")?, effort(f)?, &passthrough, template_source, || preference(f))
+    let reasoning = Reasoning { effort: effort(f)?, renderer, model_name };
+    variables(f.object("chat_template_kwargs")?, reasoning, &passthrough, || preference(f))
+}
+
+/// A request's reasoning effort and what decides how thinking is switched: the renderer (its
+/// switch) and the model name (the DeepSeek profile).
+pub struct Reasoning<'a> {
+    pub effort: Option<String>,
+    pub renderer: &'a Renderer,
+    pub model_name: &'a str,
 }
 
 /// The template variables of any API's reasoning controls, however it spells them: the
 /// client's own `kwargs` (which win), the `effort`, request values passed through under their
-/// names, and the thinking preference under the key the template reads. `preference` is asked
-/// only when the template has such a key (elsewhere a bad value changes nothing). Returns the
-/// variables and whether thinking is on.
+/// names, and the thinking preference under the key the renderer reads (the profile's when
+/// the request states none). `preference` is asked only when the renderer has such a key
+/// (elsewhere a bad value changes nothing). Returns the variables and whether thinking is on.
 pub fn variables(
     kwargs: Option<&Map<String, Value>>,
-    effort: Option<String>,
+    reasoning: Reasoning<'_>,
     passthrough: &[(&str, Option<&Value>)],
-    template_source: &str,
     preference: impl FnOnce() -> Result<Option<bool>, ApiError>,
 ) -> Result<(Map<String, Value>, bool), ApiError> {
+    let Reasoning { effort, renderer, model_name } = reasoning;
     let mut variables = kwargs.cloned().unwrap_or_default();
     if let Some(e) = effort {
         variables.entry("reasoning_effort").or_insert(Value::String(e));
@@ -72,8 +86,9 @@ pub fn variables(
             variables.entry(*name).or_insert((*v).clone());
         }
     }
-    let Some(key) = thinking::template_key(template_source) else { return Ok((variables, false)) };
-    let on = thinking::apply(key, preference()?, &mut variables);
+    let Some(toggle) = renderer.toggle() else { return Ok((variables, false)) };
+    toggle.write(preference()?.or_else(|| profile::default_preference(model_name)), &mut variables);
+    let on = renderer.thinking_on(&variables);
     Ok((variables, on))
 }
 
@@ -82,16 +97,20 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn jinja(template: &str) -> Renderer {
+        Renderer::jinja(template.to_string()).unwrap()
+    }
+
     fn run(body: Value, template: &str) -> (bool, Map<String, Value>) {
-        let (variables, on) = template_variables(&Fields::new(&body), template).unwrap();
+        let (variables, on) = template_variables(&Fields::new(&body), &jinja(template), "m").unwrap();
         (on, variables)
     }
 
     #[test]
     fn the_preference_lands_under_the_templates_key() {
-        let qwen = "{% if enable_thinking is defined and enable_thinking is false %}";
+        let qwen = "{% if enable_thinking is defined and enable_thinking is false %}{% endif %}";
         let deepseek = "{% if thinking %}<think>{% endif %}";
-        let minimax = "{% if thinking_mode == 'enabled' %}";
+        let minimax = "{% if thinking_mode == 'enabled' %}{% endif %}";
         let cases = [
             (json!({"thinking": {"type": "enabled"}}), qwen, true, Some(("enable_thinking", json!(true)))),
             (json!({"reasoning_effort": "none"}), qwen, false, Some(("enable_thinking", json!(false)))),
@@ -130,8 +149,26 @@ mod tests {
     #[test]
     fn a_bad_thinking_type_is_refused_only_where_the_template_has_a_toggle() {
         let body = json!({"thinking": {"type": "sometimes"}});
-        let e = template_variables(&Fields::new(&body), "{{ enable_thinking }}").unwrap_err();
+        let e = template_variables(&Fields::new(&body), &jinja("{{ enable_thinking }}"), "m").unwrap_err();
         assert_eq!(e.param.as_deref(), Some("thinking.type"));
-        assert!(template_variables(&Fields::new(&body), "{{ messages }}").is_ok());
+        assert!(template_variables(&Fields::new(&body), &jinja("{{ messages }}"), "m").is_ok());
+    }
+
+    /// A native renderer's switch and default, and the DeepSeek profile's default on top.
+    #[test]
+    fn native_defaults_and_the_deepseek_profile() {
+        let v32 = Renderer::DeepseekV32;
+        let cases = [
+            (json!({}), "deepseek-v3.2", false, None),
+            (json!({}), "deepseek-ai/DeepSeek-V4-Flash", true, Some(json!(true))),
+            (json!({"reasoning_effort": "none"}), "deepseek-ai/DeepSeek-V4-Flash", false, Some(json!(false))),
+            (json!({"chat_template_kwargs": {"enable_thinking": true}}), "deepseek-v3.2", true, None),
+            (json!({"thinking": {"type": "enabled"}}), "deepseek-v3.2", true, Some(json!(true))),
+        ];
+        for (body, model, on, written) in cases {
+            let (variables, got) = template_variables(&Fields::new(&body), &v32, model).unwrap();
+            assert_eq!(got, on, "{body} {model}");
+            assert_eq!(variables.get("thinking"), written.as_ref(), "{body} {model}");
+        }
     }
 }

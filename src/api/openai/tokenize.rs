@@ -15,9 +15,9 @@ pub fn tokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
     let add_special_tokens = f.bool("add_special_tokens")?;
     let ids = if f.has("messages") {
         // The prompt chat completions would render for the same messages.
-        let template = ctx.chat_template(&model).map_err(ApiError::bad_request)?;
-        let text = super::chat::render_prompt(&model, &template, &f)?.prompt;
-        ctx.encode(&model, &text, add_special_tokens.unwrap_or(false)).map_err(ApiError::internal)?
+        let renderer = ctx.renderer(&model).map_err(ApiError::bad_request)?;
+        let rendered = super::chat::render_prompt(&model, &renderer, &f)?.prompt;
+        ctx.encode_rendered(&model, &rendered, add_special_tokens.unwrap_or(false)).map_err(ApiError::internal)?
     } else {
         let prompt =
             f.str("prompt")?.ok_or_else(|| ApiError::invalid_param("prompt", "'prompt' or 'messages' is required"))?;

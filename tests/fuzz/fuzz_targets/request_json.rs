@@ -25,6 +25,7 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Map, Value};
 use shardgate::api::fields::Body;
 use shardgate::api::openai::chat::render_prompt;
+use shardgate_text::render::RenderedPrompt;
 use shardgate::api::invalid::Names;
 use shardgate::api::openai::sampling::{self, Api};
 use shardgate_wire::msgpack::Reader;
@@ -76,10 +77,13 @@ fn check_body(body: &[u8]) {
             Err(e) => assert_eq!(e.status, 400, "{api:?} request values: {}", e.message),
         }
     }
-    match render_prompt(&m.assets, &m.template, &f) {
+    match render_prompt(&m.assets, &m.renderer, &f) {
         Ok(chat) => {
-            if chat.prompt.len() <= PROMPT_BYTES_MAX {
-                let ids = m.assets.tokenizer.encode(&chat.prompt, false).expect("tokenizing a rendered prompt");
+            let RenderedPrompt::Text(prompt) = &chat.prompt else {
+                panic!("the demo model's prompt is a chat template's text")
+            };
+            if prompt.len() <= PROMPT_BYTES_MAX {
+                let ids = m.assets.tokenizer.encode(prompt, false).expect("tokenizing a rendered prompt");
                 assert!(ids.iter().all(|&id| (id as usize) < m.assets.vocab_size), "prompt ids in vocabulary");
             }
         }

@@ -5,18 +5,18 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use shardgate_text::model::{ModelAssets, ModelSource};
-use shardgate_text::template::ChatTemplate;
+use shardgate_text::render::Renderer;
 
 pub mod msgpack_gen;
 
 /// The model every tokenizer-dependent target uses: the demo's Qwen3 directory.
 pub struct Model {
     pub assets: ModelAssets,
-    pub template: ChatTemplate,
+    pub renderer: Renderer,
 }
 
 // SAFETY-free justification: libFuzzer runs one input at a time on one thread; the statics are
-// only read after initialisation. `ChatTemplate` holds a minijinja `Environment`, which is
+// only read after initialisation. `Renderer` holds a minijinja `Environment`, which is
 // Send + Sync, so `OnceLock` is enough.
 static MODEL: OnceLock<Model> = OnceLock::new();
 
@@ -44,9 +44,8 @@ pub fn model() -> &'static Model {
             use_generation_config: true,
         };
         let assets = ModelAssets::load(&src).expect("fuzz setup: load the demo model");
-        let source = assets.chat_template.clone().expect("fuzz setup: the demo model has a chat template");
-        let template = ChatTemplate::compile(&source).expect("fuzz setup: compile the demo chat template");
-        Model { assets, template }
+        let renderer = Renderer::for_model(&assets).expect("fuzz setup: compile the demo chat template");
+        Model { assets, renderer }
     })
 }
 

@@ -18,6 +18,11 @@ use crate::error::TemplateError;
 
 pub use pyjson::{dumps as py_json_dumps, Options as PyJsonOptions};
 
+/// Today's date (UTC) as `YYYY-MM-DD`, what `strftime_now('%Y-%m-%d')` gives a template.
+pub fn utc_date() -> String {
+    strftime::format_utc_now("%Y-%m-%d")
+}
+
 const TEMPLATE_NAME: &str = "chat";
 
 /// A compiled chat template.

@@ -196,6 +196,24 @@ impl Tokenizer {
     pub fn inner(&self) -> &tokenizers::Tokenizer {
         &self.inner
     }
+
+    /// A byte-level BPE vocabulary (added tokens left out) as (bytes, id), ordered by id:
+    /// what a tiktoken vocabulary file lists. `None` when a token is not spelled in GPT-2's
+    /// byte characters (not a byte-level vocabulary).
+    pub fn byte_level_vocab(&self) -> Option<Vec<(Vec<u8>, u32)>> {
+        let to_byte = fast_bpe::byte_chars::char_to_byte_table();
+        let mut vocab: Vec<(Vec<u8>, u32)> = self
+            .inner
+            .get_vocab(false)
+            .into_iter()
+            .filter(|(_, id)| !self.added_tokens.contains_key(id))
+            .map(|(token, id)| {
+                token.chars().map(|c| to_byte.get(&c).copied()).collect::<Option<Vec<u8>>>().map(|b| (b, id))
+            })
+            .collect::<Option<_>>()?;
+        vocab.sort_unstable_by_key(|&(_, id)| id);
+        Some(vocab)
+    }
 }
 
 /// The Metaspace replacement char, if the pre-tokenizer (or one in a sequence) is Metaspace.

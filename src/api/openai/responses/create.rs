@@ -125,20 +125,21 @@ async fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(G
     let tools = tools::read(&f)?;
     let tool_choice = tools::choice(&f, &tools.specs)?;
     let sampling = sampling::read(&f)?;
-    let template = ctx.chat_template(&model).map_err(ApiError::bad_request)?;
-    let template_source = model.chat_template.as_deref().unwrap_or("");
+    let renderer = ctx.renderer(&model).map_err(ApiError::bad_request)?;
     let history = history::load(ctx, options.previous_response_id, options.conversation).await?;
     let history_param = if options.conversation.is_some() { "conversation" } else { "previous_response_id" };
-    let conversation = input::conversation(options.instructions, &history, history_param, input, template_source)?;
+    let conversation = input::conversation(options.instructions, &history, history_param, input, &renderer)?;
     // Passed to the template as chat passes it, and only with tools (as vLLM does).
     let passthrough = [("tool_choice", f.get("tool_choice").filter(|_| !tools.specs.is_empty()))];
-    let (variables, thinking_on) = thinking::variables(
-        f.object("chat_template_kwargs")?,
-        options.effort.map(str::to_string),
-        &passthrough,
-        template_source,
-        || Ok(options.effort.map(thinking::effort_thinks)),
-    )?;
+    let reasoning = thinking::Reasoning {
+        effort: options.effort.map(str::to_string),
+        renderer: &renderer,
+        model_name: &model.served_name,
+    };
+    let (variables, thinking_on) =
+        thinking::variables(f.object("chat_template_kwargs")?, reasoning, &passthrough, || {
+            Ok(options.effort.map(thinking::effort_thinks))
+        })?;
     let chat = ChatPrompt {
         conversation: conversation.messages,
         tools: tools.specs.clone(),
@@ -150,10 +151,10 @@ async fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(G
         add_generation_prompt: !conversation.continue_final,
         continue_final_message: conversation.continue_final,
     };
-    let prompt = chat.render(&model, &template, "input")?;
+    let rendered = chat.render(&model, &renderer, "input")?;
     let parallel_tool_calls = f.bool("parallel_tool_calls")?.unwrap_or(true);
-    let parse = chat.parse_spec(ctx, &model.served_name, true, parallel_tool_calls);
-    let prompt = Prompt::from_text(ctx, &model, &prompt, false, false)?;
+    let parse = chat.parse_spec(ctx, &model, true, parallel_tool_calls)?;
+    let prompt = Prompt::from_rendered(ctx, &model, &rendered)?;
     let id = item_id("resp");
     let request = GenerateRequest {
         endpoint: Endpoint::Responses,

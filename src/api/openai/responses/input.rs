@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 
 use crate::api::openai::conversation::{arguments_object, insert_reasoning, template_roles};
 use crate::error::ApiError;
+use shardgate_text::render::Renderer;
 use shardgate_util::ids::random_hex;
 
 /// What the template renders, and how.
@@ -54,7 +55,7 @@ pub fn conversation(
     history: &[Value],
     history_param: &str,
     input: Input,
-    template_source: &str,
+    renderer: &Renderer,
 ) -> Result<Conversation, ApiError> {
     let mut messages = Vec::new();
     if let Some(text) = instructions.filter(|t| !t.is_empty()) {
@@ -67,7 +68,7 @@ pub fn conversation(
     }
     let messages = messages.into_iter().map(chat_shape).collect();
     Ok(Conversation {
-        messages: Value::Array(template_roles(messages, template_source)),
+        messages: Value::Array(template_roles(messages, renderer)),
         continue_final: input.continue_final,
     })
 }

@@ -10,7 +10,8 @@ const QWEN_LIKE: &str = "{%- if messages[0].role == 'system' %}{%- endif %}";
 
 fn build(instructions: Option<&str>, history: Value, input: Value) -> Result<Conversation, ApiError> {
     let history = history.as_array().cloned().unwrap_or_default();
-    conversation(instructions, &history, "previous_response_id", read(&input)?, QWEN_LIKE)
+    let renderer = Renderer::jinja(QWEN_LIKE.into()).unwrap();
+    conversation(instructions, &history, "previous_response_id", read(&input)?, &renderer)
 }
 
 #[test]

@@ -18,6 +18,6 @@ pub(super) fn byte_to_char_table() -> [char; 256] {
     table
 }
 
-pub(super) fn char_to_byte_table() -> HashMap<char, u8> {
+pub(in crate::tokenizer) fn char_to_byte_table() -> HashMap<char, u8> {
     byte_to_char_table().iter().enumerate().map(|(b, &c)| (c, b as u8)).collect()
 }

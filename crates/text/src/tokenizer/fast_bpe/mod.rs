@@ -9,7 +9,7 @@
 //! added vocabulary, regexes and merge table), it is used only when every stage has a shape it
 //! knows (anything else stays with `tokenizers`), and tests compare the two on every family.
 
-mod byte_chars;
+pub(super) mod byte_chars;
 mod decode;
 mod index;
 mod lookahead;
