@@ -22,24 +22,6 @@ fn slow_engine(extra: &[&str]) -> Options {
     Options { sim_args, ..Default::default() }
 }
 
-/// Reads SSE data events until `[DONE]` (the connection stays open for keep-alive).
-fn read_until_done(reader: &mut BufReader<std::net::TcpStream>) -> Vec<String> {
-    let mut events = Vec::new();
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return events;
-        }
-        if let Some(data) = line.trim_end().strip_prefix("data: ") {
-            events.push(data.to_string());
-            if data == "[DONE]" {
-                return events;
-            }
-        }
-    }
-}
-
 /// Reads SSE events from a raw socket until `n` data events arrived.
 fn read_events(reader: &mut BufReader<std::net::TcpStream>, n: usize) -> Vec<String> {
     let mut events = Vec::new();
@@ -99,7 +81,7 @@ fn engine_core_dead_ends_streams_with_an_error_then_done() {
     assert!(r.status >= 500, "{} {}", r.status, r.text());
     assert!(r.json()["error"]["message"].as_str().unwrap().contains("engine"), "{}", r.text());
     // The stream in flight ends with an error event, then [DONE].
-    let data = read_until_done(&mut reader);
+    let data = common::rest_of_stream(&mut reader);
     assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{data:?}");
     let err: serde_json::Value = serde_json::from_str(&data[data.len() - 2]).unwrap();
     assert!(err["error"]["message"].as_str().unwrap().contains("ENGINE_CORE_DEAD"), "{err}");
@@ -122,7 +104,7 @@ fn silent_engine_death_is_detected_and_in_flight_requests_fail() {
     assert_eq!(read_events(&mut reader, 2).len(), 2);
     let killed = Instant::now();
     g.kill_sim();
-    let data = read_until_done(&mut reader);
+    let data = common::rest_of_stream(&mut reader);
     assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{data:?}");
     assert!(data[data.len() - 2].contains("\"error\""), "{data:?}");
     assert!(killed.elapsed() < Duration::from_secs(5), "death noticed after {:?}", killed.elapsed());

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -72,40 +71,6 @@ fn chat(g: &Gateway) -> common::Response {
     )
 }
 
-/// Starts a completion stream of `max_tokens` and returns its reader once the first event came.
-fn start_stream(g: &Gateway, max_tokens: u32) -> BufReader<std::net::TcpStream> {
-    let body = json!({"model": "test-model", "prompt": "go", "max_tokens": max_tokens, "ignore_eos": true,
-                      "stream": true})
-    .to_string();
-    let mut s = g.connect();
-    s.write_all(&common::raw_request("POST", "/v1/completions", Some(&body), &[], false)).unwrap();
-    let mut reader = BufReader::new(s);
-    let mut line = String::new();
-    while !line.starts_with("data: ") {
-        line.clear();
-        assert!(reader.read_line(&mut line).unwrap() > 0, "stream closed before its first event");
-    }
-    reader
-}
-
-/// The remaining `data:` payloads up to and including `[DONE]`.
-fn rest_of_stream(reader: &mut BufReader<std::net::TcpStream>) -> Vec<String> {
-    let mut events = Vec::new();
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return events;
-        }
-        if let Some(data) = line.trim_end().strip_prefix("data: ") {
-            events.push(data.to_string());
-            if data == "[DONE]" {
-                return events;
-            }
-        }
-    }
-}
-
 #[test]
 fn replicas_come_up_answer_readiness_late_and_serve() {
     // Each engine waits a second before its HELLO: the gateway is up before any engine is.
@@ -161,7 +126,7 @@ fn replicas_come_up_answer_readiness_late_and_serve() {
 fn an_engine_killed_mid_stream_fails_its_own_requests_and_comes_back() {
     // One shard: round robin puts the two streams on the two replicas.
     let g = serve(2, 1, &["--policy", "round_robin", "--itl-ms", "20"]);
-    let mut streams = [start_stream(&g, 100), start_stream(&g, 100)];
+    let mut streams = [common::start_stream(&g, 100), common::start_stream(&g, 100)];
     let ws = workers(&g);
     let victim = ws.iter().position(|w| w["load"]["in_flight"] == 1).unwrap();
     assert!(ws.iter().all(|w| w["load"]["in_flight"] == 1), "one stream on each replica: {ws:?}");
@@ -176,7 +141,7 @@ fn an_engine_killed_mid_stream_fails_its_own_requests_and_comes_back() {
     let endings: Vec<String> = streams
         .iter_mut()
         .map(|s| {
-            let events = rest_of_stream(s);
+            let events = common::rest_of_stream(s);
             assert_eq!(events.last().map(String::as_str), Some("[DONE]"), "{events:?}");
             events[events.len() - 2].clone()
         })
@@ -263,9 +228,9 @@ fn sigterm_drains_then_stops_every_engine_and_leaves_no_socket_file() {
     assert_eq!(pids.len(), 2);
     assert_eq!(socket_files(&g.socket_dir).len(), 2 * 2 * 2, "two replicas, two shards, a pair each");
     // About a second of tokens still to come when the signal arrives.
-    let mut stream = start_stream(&g, 50);
+    let mut stream = common::start_stream(&g, 50);
     g.signal_gateway(libc::SIGTERM);
-    let events = rest_of_stream(&mut stream);
+    let events = common::rest_of_stream(&mut stream);
     assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
     let finish = &events[events.len() - 2];
     assert!(finish.contains("\"finish_reason\":\"length\""), "the engines outlived the drain: {finish}");

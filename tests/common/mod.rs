@@ -557,6 +557,42 @@ fn log_file(dir: &Path, name: &str) -> Stdio {
     Stdio::from(std::fs::File::create(dir.join(name)).unwrap())
 }
 
+/// Starts a completion stream of `max_tokens` and returns its reader once the first event
+/// came.
+pub fn start_stream(g: &Gateway, max_tokens: u32) -> BufReader<TcpStream> {
+    let body = serde_json::json!({"model": "test-model", "prompt": "go", "max_tokens": max_tokens,
+                                  "ignore_eos": true, "stream": true})
+    .to_string();
+    let mut s = g.connect();
+    s.write_all(&raw_request("POST", "/v1/completions", Some(&body), &[], false)).unwrap();
+    let mut reader = BufReader::new(s);
+    let mut line = String::new();
+    while !line.starts_with("data: ") {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "stream closed before its first event");
+    }
+    reader
+}
+
+/// The remaining `data:` payloads up to and including `[DONE]` (the connection stays open for
+/// keep-alive), or up to the connection's end.
+pub fn rest_of_stream(reader: &mut BufReader<TcpStream>) -> Vec<String> {
+    let mut events = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return events;
+        }
+        if let Some(data) = line.trim_end().strip_prefix("data: ") {
+            events.push(data.to_string());
+            if data == "[DONE]" {
+                return events;
+            }
+        }
+    }
+}
+
 pub fn raw_request(method: &str, path: &str, body: Option<&str>, headers: &[(&str, &str)], close: bool) -> Vec<u8> {
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\n");
     for (k, v) in headers {
