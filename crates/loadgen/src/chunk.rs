@@ -127,6 +127,37 @@ pub mod tests {
         whole
     }
 
+    /// What one event should read as: (output, text appended, prompt tokens, output tokens, end).
+    pub type Want = (bool, &'static str, Option<u32>, Option<u32>, bool);
+
+    /// Each event read alone by a dialect's `read` gives its `Want`.
+    pub fn check_readings(read: fn(&[u8], &mut String) -> Result<Reading, Failure>, cases: &[(&str, Want)]) {
+        for (data, (output, appended, prompt_tokens, completion_tokens, end)) in cases {
+            let mut text = String::from("<");
+            let want = Reading {
+                output: *output,
+                prompt_tokens: *prompt_tokens,
+                completion_tokens: *completion_tokens,
+                end: *end,
+            };
+            assert_eq!(read(data.as_bytes(), &mut text), Ok(want), "{data}");
+            assert_eq!(text, format!("<{appended}"), "{data}");
+        }
+    }
+
+    /// Each event fails the request with its kind and a message starting with the given text.
+    pub fn check_failures(
+        read: fn(&[u8], &mut String) -> Result<Reading, Failure>,
+        cases: &[(&str, FailureKind, &str)],
+    ) {
+        for (data, kind, message) in cases {
+            match read(data.as_bytes(), &mut String::new()).map_err(|f| (f.kind, f.message)) {
+                Err((k, m)) => assert!(k == *kind && m.starts_with(message), "{data}: {k:?} {m}"),
+                Ok(r) => panic!("{data}: read as {r:?}"),
+            }
+        }
+    }
+
     #[test]
     fn done_ends_every_dialect_and_empty_text_chunks_count() {
         for dialect in [Dialect::OpenAi, Dialect::AnthropicMessages, Dialect::OpenAiResponses] {

@@ -89,14 +89,12 @@ pub fn read(data: &[u8], text: &mut String) -> Result<Reading, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chunk::tests::{framed, read_at_every_split};
+    use crate::chunk::tests::{check_failures, check_readings, framed, read_at_every_split, Want};
     use crate::chunk::Dialect;
     use crate::record::{Chunk, FailureKind};
 
     #[test]
     fn what_each_event_means() {
-        // (data, output, text appended, prompt tokens, output tokens, end)
-        type Want = (bool, &'static str, Option<u32>, Option<u32>, bool);
         let cases: &[(&str, Want)] = &[
             (
                 r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m",
@@ -144,17 +142,7 @@ mod tests {
                 (false, "", None, None, false),
             ),
         ];
-        for (data, (output, appended, prompt_tokens, completion_tokens, end)) in cases {
-            let mut text = String::from("<");
-            let want = Reading {
-                output: *output,
-                prompt_tokens: *prompt_tokens,
-                completion_tokens: *completion_tokens,
-                end: *end,
-            };
-            assert_eq!(read(data.as_bytes(), &mut text), Ok(want), "{data}");
-            assert_eq!(text, format!("<{appended}"), "{data}");
-        }
+        check_readings(read, cases);
     }
 
     #[test]
@@ -169,13 +157,7 @@ mod tests {
             (r#"{"type":"error"}"#, FailureKind::StreamError, "the error event carried no message"),
             (r#"{"type":"content_block_delta","delta":"#, FailureKind::Protocol, ""),
         ];
-        for (data, kind, message) in cases {
-            let got = read(data.as_bytes(), &mut String::new()).map_err(|f| (f.kind, f.message));
-            match got {
-                Err((k, m)) => assert!(k == *kind && m.starts_with(message), "{data}: {k:?} {m}"),
-                Ok(r) => panic!("{data}: read as {r:?}"),
-            }
-        }
+        check_failures(read, cases);
     }
 
     /// A stream as the API sends one: thinking, text (with a character of two bytes), a tool

@@ -147,13 +147,11 @@ impl<'de> Visitor<'de> for LooseVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chunk::tests::{framed, read_at_every_split};
+    use crate::chunk::tests::{check_failures, check_readings, framed, read_at_every_split, Want};
     use crate::chunk::Dialect;
 
     #[test]
     fn what_each_event_means() {
-        // (data, output, text appended, prompt tokens, output tokens, end)
-        type Want = (bool, &'static str, Option<u32>, Option<u32>, bool);
         let cases: &[(&str, Want)] = &[
             (
                 r#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response",
@@ -188,17 +186,7 @@ mod tests {
             (r#"{"type":"response.completed","response":{"status":"completed"}}"#, (false, "", None, None, true)),
             (r#"{"delta":"no type"}"#, (false, "", None, None, false)),
         ];
-        for (data, (output, appended, prompt_tokens, completion_tokens, end)) in cases {
-            let mut text = String::from("<");
-            let want = Reading {
-                output: *output,
-                prompt_tokens: *prompt_tokens,
-                completion_tokens: *completion_tokens,
-                end: *end,
-            };
-            assert_eq!(read(data.as_bytes(), &mut text), Ok(want), "{data}");
-            assert_eq!(text, format!("<{appended}"), "{data}");
-        }
+        check_readings(read, cases);
     }
 
     #[test]
@@ -223,12 +211,7 @@ mod tests {
             (r#"{"type":"error"}"#, FailureKind::StreamError, "the error event carried no message"),
             (r#"{"type":"response.output_text.delta","delta":"#, FailureKind::Protocol, "undecodable"),
         ];
-        for (data, kind, message) in cases {
-            match read(data.as_bytes(), &mut String::new()) {
-                Err(f) => assert!(f.kind == *kind && f.message.starts_with(message), "{data}: {f:?}"),
-                Ok(r) => panic!("{data}: read as {r:?}"),
-            }
-        }
+        check_failures(read, cases);
     }
 
     /// A stream as vLLM and OpenAI send one: lifecycle events, reasoning, text (with a character
