@@ -47,32 +47,18 @@ pub fn read(f: &Fields<'_>, api: Api) -> Result<Sampling, ApiError> {
         n,
         stream,
         running_usage: include_usage && continuous_usage_stats,
-        temperature: f.f64("temperature")?,
-        top_p: f.f64("top_p")?,
-        top_k: f.i64("top_k")?,
-        min_p: f.f64("min_p")?,
-        presence_penalty: f.f64("presence_penalty")?,
-        frequency_penalty: f.f64("frequency_penalty")?,
-        repetition_penalty: f.f64("repetition_penalty")?,
         constraint: super::constraint::parse(f)?,
-        // vLLM's -1: no seed.
-        seed: f.i64("seed")?.filter(|&s| s != -1),
-        ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
         min_tokens: f.i64("min_tokens")?,
         max_tokens: match api {
             Api::Chat => f.i64("max_completion_tokens")?.or(f.i64("max_tokens")?),
             Api::Completion => f.i64("max_tokens")?,
         },
-        stop: f.strings("stop")?,
-        include_stop_str_in_output: f.bool("include_stop_str_in_output")?.unwrap_or(false),
-        skip_special_tokens: f.bool("skip_special_tokens")?,
         spaces_between_special_tokens: f.bool("spaces_between_special_tokens")?,
-        ..Default::default()
+        ..common(f)?
     };
     // Chat's `echo` (vLLM: prepend the last message) is not offered; it is type-checked like
     // any known field.
     r.echo = f.bool("echo")?.unwrap_or(false) && api == Api::Completion;
-    r.stop_token_ids = f.ids("stop_token_ids")?;
     r.logprobs = logprobs(f, api)?;
     if f.has("prompt_logprobs") {
         // Only the completions echo path returns prompt logprobs (as vLLM does with echo).
@@ -81,12 +67,34 @@ pub fn read(f: &Fields<'_>, api: Api) -> Result<Sampling, ApiError> {
             "prompt_logprobs is not supported by this gateway; use echo with logprobs on /v1/completions",
         ));
     }
-    r.logit_bias = logit_bias(f)?;
     r.allowed_token_ids = f.ids("allowed_token_ids")?;
     r.bad_words = f.strings("bad_words")?;
-    r.priority = f.i64("priority")?;
-    r.cache_salt = f.str("cache_salt")?.map(str::to_string);
     Ok(Sampling { request: r, include_usage })
+}
+
+/// The sampling fields chat, completions and Responses read alike: OpenAI's and the vLLM
+/// extensions all three of vLLM's request types accept.
+pub fn common(f: &Fields<'_>) -> Result<SamplingRequest, ApiError> {
+    Ok(SamplingRequest {
+        temperature: f.f64("temperature")?,
+        top_p: f.f64("top_p")?,
+        top_k: f.i64("top_k")?,
+        min_p: f.f64("min_p")?,
+        presence_penalty: f.f64("presence_penalty")?,
+        frequency_penalty: f.f64("frequency_penalty")?,
+        repetition_penalty: f.f64("repetition_penalty")?,
+        // vLLM's -1: no seed.
+        seed: f.i64("seed")?.filter(|&s| s != -1),
+        ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
+        stop: f.strings("stop")?,
+        stop_token_ids: f.ids("stop_token_ids")?,
+        include_stop_str_in_output: f.bool("include_stop_str_in_output")?.unwrap_or(false),
+        skip_special_tokens: f.bool("skip_special_tokens")?,
+        logit_bias: logit_bias(f)?,
+        priority: f.i64("priority")?,
+        cache_salt: f.str("cache_salt")?.map(str::to_string),
+        ..Default::default()
+    })
 }
 
 /// Fields of features this gateway does not offer.

@@ -15,26 +15,9 @@ use crate::pipeline::request::SamplingRequest;
 pub fn read(f: &Fields<'_>) -> Result<SamplingRequest, ApiError> {
     Ok(SamplingRequest {
         stream: f.bool("stream")?.unwrap_or(false),
-        temperature: f.f64("temperature")?,
-        top_p: f.f64("top_p")?,
-        top_k: f.i64("top_k")?,
-        min_p: f.f64("min_p")?,
-        presence_penalty: f.f64("presence_penalty")?,
-        frequency_penalty: f.f64("frequency_penalty")?,
-        repetition_penalty: f.f64("repetition_penalty")?,
-        // vLLM's -1: no seed.
-        seed: f.i64("seed")?.filter(|&s| s != -1),
-        ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
         max_tokens: f.i64("max_output_tokens")?,
-        stop: f.strings("stop")?,
-        stop_token_ids: f.ids("stop_token_ids")?,
-        include_stop_str_in_output: f.bool("include_stop_str_in_output")?.unwrap_or(false),
-        skip_special_tokens: f.bool("skip_special_tokens")?,
-        logit_bias: sampling::logit_bias(f)?,
-        priority: f.i64("priority")?,
-        cache_salt: f.str("cache_salt")?.map(str::to_string),
         constraint: read_constraint(f)?,
-        ..Default::default()
+        ..sampling::common(f)?
     })
 }
 
