@@ -138,6 +138,14 @@ pub const cache_aware_block_tokens_default: usize = 16;
 /// A worker's entry for a prefix older than this no longer attracts requests.
 pub const cache_aware_entry_ttl_s_default: u64 = 600;
 
+/// KV-cache events (engines started with `--kv-events-config`): blocks indexed per engine rank
+/// and shard (about 100 bytes each; 1M blocks of 16 tokens covers any engine's cache here).
+pub const kv_index_blocks_max: usize = 1 << 20;
+/// How long a replay of missed event batches may take before the rank's index is dropped.
+pub const kv_replay_timeout_ms: u64 = 2_000;
+/// Batches decoded in a row before the subscriber yields to the shard's other tasks.
+pub const kv_batches_per_poll_max: usize = 64;
+
 /// Constrained decoding: how deep a JSON schema or structural tag may nest objects and arrays
 /// (vLLM's `MAX_STRUCTURED_OUTPUT_JSON_NESTING`; a structural tag may wrap schemas in
 /// `constraint_tag_wrapper_nesting_max` more levels). Deeper ones are refused before anything

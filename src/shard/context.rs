@@ -14,7 +14,7 @@ use crate::error::ApiError;
 use crate::metrics::ShardMetrics;
 use crate::metrics::{Endpoint, ErrorType};
 use crate::pipeline::admission::{self, Admission, LocalWaiters, Permit};
-use crate::routing::{new_policy, Candidate, Policy};
+use crate::routing::{new_policy, Candidate, Policy, PolicyKind};
 use crate::workers::registry::Registry;
 use shardgate_text::render::{RenderedPrompt, Renderer};
 use shardgate_text::tokenizer::cache::TokenizerCache;
@@ -209,7 +209,11 @@ impl ShardCtx {
         let mut open = Vec::with_capacity(workers.len());
         for w in workers.iter().filter(|w| w.is_routable() && Some(w.key) != except) {
             if let Some(link) = links.get(&w.key).filter(|l| l.is_open()) {
-                candidates.push(Candidate { key: w.key, load: w.load() });
+                let mut candidate = Candidate::new(w.key, w.load());
+                if self.shared.config.routing.policy == PolicyKind::CacheAware {
+                    candidate.cached_tokens = link.cached_tokens(tokens);
+                }
+                candidates.push(candidate);
                 open.push(link);
             }
         }

@@ -70,7 +70,7 @@ pub fn list(ctx: &Rc<ShardCtx>) -> String {
         if i > 0 {
             out.push(',');
         }
-        push_worker(&mut out, w);
+        push_worker(&mut out, w, ctx);
     }
     out.push_str("],\"total\":");
     push_int(&mut out, workers.len());
@@ -81,7 +81,7 @@ pub fn list(ctx: &Rc<ShardCtx>) -> String {
 pub fn get(ctx: &Rc<ShardCtx>, id: &str) -> Result<String, ApiError> {
     let w = find(ctx, id)?;
     let mut out = String::new();
-    push_worker(&mut out, &w);
+    push_worker(&mut out, &w, ctx);
     Ok(out)
 }
 
@@ -139,7 +139,7 @@ fn find(ctx: &ShardCtx, id: &str) -> Result<std::sync::Arc<Worker>, ApiError> {
     ctx.shared.registry.find(id).ok_or_else(|| ApiError::not_found(format!("no worker with id {id}")))
 }
 
-fn push_worker(out: &mut String, w: &Worker) {
+fn push_worker(out: &mut String, w: &Worker, ctx: &ShardCtx) {
     let WorkerMeta { labels, priority } = w.meta();
     out.push_str("{\"id\":");
     push_str(out, &w.id);
@@ -165,9 +165,11 @@ fn push_worker(out: &mut String, w: &Worker) {
     out.push_str(",\"load\":{\"in_flight\":");
     push_int(out, w.in_flight.load(std::sync::atomic::Ordering::Relaxed).max(0));
     out.push_str(",\"ranks\":[");
+    // This shard's view of what each rank holds (every shard follows the same events).
+    let kv = ctx.link(w.key).and_then(|l| l.kv_summary()).unwrap_or_default();
     if let Some(table) = w.ranks() {
         for (rank, load) in table.snapshots().enumerate() {
-            let entry = serde_json::json!({
+            let mut entry = serde_json::json!({
                 "rank": rank,
                 "in_flight": load.in_flight,
                 "running": load.running,
@@ -176,6 +178,9 @@ fn push_worker(out: &mut String, w: &Worker) {
                 "report_age_ms": load.report_age_ms,
                 "score": crate::routing::score(&load),
             });
+            if let Some(view) = kv.get(rank) {
+                entry["kv_events"] = serde_json::json!(view);
+            }
             if rank > 0 {
                 out.push(',');
             }

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use shardgate_text::tokenizer::Tokenizer;
 use shardgate_wire::tokenspeed as ts_wire;
-use shardgate_wire::vllm::handshake::{decode_init, encode_registration, encode_status, EngineRegistration};
+use shardgate_wire::vllm::handshake::{
+    decode_init, encode_registration, encode_status, EngineRegistration, KvEventsEndpoints,
+};
 use shardgate_wire::vllm::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD, REQUEST_START_DP_WAVE, REQUEST_UTILITY};
 
 use crate::error::{ArgError, EngineError, HandshakeError};
@@ -157,6 +159,11 @@ fn handshake(ctx: &zmq::Context, addr: &str, args: &Args, rank: u16) -> Result<S
         max_num_seqs: args.max_num_seqs as u32,
         vllm_version: "sim".into(),
         dtype: "bfloat16".into(),
+        kv_events: args.kv_events_endpoint.as_deref().map(|endpoint| KvEventsEndpoints {
+            endpoint: offset_port(endpoint, engine_index as usize),
+            replay_endpoint: args.kv_events_replay_endpoint.as_deref().map(|r| offset_port(r, engine_index as usize)),
+            topic: String::new(),
+        }),
     };
     let mut reg_bytes = Vec::new();
     encode_registration(&reg, &mut reg_bytes);
@@ -670,4 +677,12 @@ fn next_token(r: &Running) -> (u32, Option<(u8, Option<u32>)>) {
         None
     };
     (token, finish)
+}
+
+/// vLLM's per-rank publisher address: the port plus the data-parallel rank.
+fn offset_port(endpoint: &str, rank: usize) -> String {
+    match endpoint.rsplit_once(':').and_then(|(host, port)| Some((host, port.parse::<usize>().ok()?))) {
+        Some((host, port)) if rank > 0 => format!("{host}:{}", port + rank),
+        _ => endpoint.to_string(),
+    }
 }

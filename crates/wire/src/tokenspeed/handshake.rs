@@ -157,6 +157,7 @@ impl EngineRegistration {
             max_num_seqs: self.max_num_seqs,
             vllm_version: self.vllm_version.clone(),
             dtype: self.dtype.clone(),
+            kv_events: None,
         }
     }
 }

@@ -117,6 +117,39 @@ pub struct EngineRegistration {
     pub max_num_seqs: u32,
     pub vllm_version: String,
     pub dtype: String,
+    /// Where it publishes KV-cache events, when started with them (`kv_events_config`).
+    pub kv_events: Option<KvEventsEndpoints>,
+}
+
+/// An engine's KV-event publisher as it resolved it: the PUB endpoint (offset by its rank
+/// already), the replay ROUTER's if any, and the topic.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KvEventsEndpoints {
+    pub endpoint: String,
+    pub replay_endpoint: Option<String>,
+    pub topic: String,
+}
+
+/// `kv_events_config`: `None` unless it is enabled with the ZMQ publisher.
+fn decode_kv_events_config(r: &mut Reader<'_>) -> DecodeResult<Option<KvEventsEndpoints>> {
+    let n = r.map_len()?;
+    let (mut enabled, mut zmq) = (false, false);
+    let mut out = KvEventsEndpoints::default();
+    for _ in 0..n {
+        let key = r.str()?;
+        if r.try_nil()? {
+            continue;
+        }
+        match key {
+            "enable_kv_cache_events" => enabled = r.bool()?,
+            "publisher" => zmq = r.str()? == "zmq",
+            "endpoint" => out.endpoint = r.str()?.to_string(),
+            "replay_endpoint" => out.replay_endpoint = Some(r.str()?.to_string()),
+            "topic" => out.topic = r.str()?.to_string(),
+            _ => r.skip()?,
+        }
+    }
+    Ok((enabled && zmq && !out.endpoint.is_empty()).then_some(out))
 }
 
 pub fn decode_registration(frame: &[u8]) -> DecodeResult<EngineRegistration> {
@@ -138,6 +171,7 @@ pub fn decode_registration(frame: &[u8]) -> DecodeResult<EngineRegistration> {
             "max_num_seqs" => reg.max_num_seqs = r.u32()?,
             "vllm_version" => reg.vllm_version = r.str()?.to_string(),
             "dtype" => reg.dtype = r.str()?.to_string(),
+            "kv_events_config" => reg.kv_events = decode_kv_events_config(&mut r)?,
             _ => r.skip()?,
         }
     }
@@ -150,7 +184,7 @@ pub fn decode_registration(frame: &[u8]) -> DecodeResult<EngineRegistration> {
 /// Encodes a registration map as an engine does (the simulator's side).
 pub fn encode_registration(reg: &EngineRegistration, out: &mut Vec<u8>) {
     let mut w = Writer::new(out);
-    w.map_wide(8);
+    w.map_wide(9);
     w.str("max_model_len");
     w.uint(reg.max_model_len as u64);
     w.str("num_gpu_blocks");
@@ -167,6 +201,27 @@ pub fn encode_registration(reg: &EngineRegistration, out: &mut Vec<u8>) {
     w.uint(reg.data_parallel_rank as u64);
     w.str("max_num_seqs");
     w.uint(reg.max_num_seqs as u64);
+    w.str("kv_events_config");
+    match &reg.kv_events {
+        None => w.nil(),
+        Some(kv) => {
+            w.map(5 + usize::from(kv.replay_endpoint.is_some()));
+            w.str("enable_kv_cache_events");
+            w.bool(true);
+            w.str("publisher");
+            w.str("zmq");
+            w.str("endpoint");
+            w.str(&kv.endpoint);
+            w.str("topic");
+            w.str(&kv.topic);
+            w.str("buffer_steps");
+            w.uint(10_000);
+            if let Some(replay) = &kv.replay_endpoint {
+                w.str("replay_endpoint");
+                w.str(replay);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -231,11 +286,41 @@ mod tests {
             max_num_seqs: 8,
             vllm_version: "0.32.0".into(),
             dtype: "float32".into(),
+            kv_events: None,
         };
         let mut out = Vec::new();
         encode_registration(&reg, &mut out);
         assert_eq!(decode_registration(&out).unwrap(), reg);
+        let kv = KvEventsEndpoints {
+            endpoint: "tcp://127.0.0.1:5557".into(),
+            replay_endpoint: Some("tcp://127.0.0.1:5558".into()),
+            topic: String::new(),
+        };
+        let with_kv = EngineRegistration { kv_events: Some(kv), ..reg.clone() };
+        out.clear();
+        encode_registration(&with_kv, &mut out);
+        assert_eq!(decode_registration(&out).unwrap(), with_kv);
         assert!(decode_registration(&[0x80]).is_err());
         assert!(decode_registration(&[]).is_err());
+    }
+
+    /// vLLM 0.32.0's `EngineCoreReadyResponse` with a KV-event publisher, encoded by msgspec
+    /// (placeholder values in the fields this test does not read).
+    #[test]
+    fn registration_names_the_kv_event_publisher() {
+        let real = hex("de0019ad6d61785f6d6f64656c5f6c656ecd0100ae6e756d5f6770755f626c6f636b7300aa626c6f636b5f73697a6510b064705f73746174735f6164647265737300a56474797065a7666c6f61743332ac766c6c6d5f76657273696f6ea6302e33322e30aa776f726c645f73697a6500b2646174615f706172616c6c656c5f73697a6500b474656e736f725f706172616c6c656c5f73697a6500b6706970656c696e655f706172616c6c656c5f73697a6500bc6465636f64655f636f6e746578745f706172616c6c656c5f73697a6500b2646174615f706172616c6c656c5f72616e6b00ac6d61785f6e756d5f7365717300b66d61785f6e756d5f626174636865645f746f6b656e7300ab696e7374616e63655f6964a178ad737570706f7274735f6c6f726100a96d61785f6c6f72617300b06d616d62615f626c6f636b5f73697a65c0b46b765f63616368655f73697a655f746f6b656e73c0b86b765f63616368655f6d61785f636f6e63757272656e6379c0b06b765f6576656e74735f636f6e66696788b6656e61626c655f6b765f63616368655f6576656e7473c3a97075626c6973686572a37a6d71a8656e64706f696e74ac7463703a2f2f2a3a35353537af7265706c61795f656e64706f696e74ac7463703a2f2f2a3a35353538ac6275666665725f7374657073cd2710a368776dce000186a0ae6d61785f71756575655f73697a65ce000186a0a5746f706963a26b76b77765696768745f7472616e736665725f6261636b656e64c0b1656e61626c655f736c6565705f6d6f6465c2bd737570706f7274735f64726166745f7765696768745f75706461746573c2be6566666563746976655f617474656e74696f6e5f626c6f636b5f73697a65c0");
+        let reg = decode_registration(&real).unwrap();
+        assert_eq!((reg.max_model_len, reg.block_size), (256, 16));
+        let want = KvEventsEndpoints {
+            endpoint: "tcp://*:5557".into(),
+            replay_endpoint: Some("tcp://*:5558".into()),
+            topic: "kv".into(),
+        };
+        assert_eq!(reg.kv_events, Some(want));
+        // Disabled: `enable_kv_cache_events` false -> no publisher to subscribe to.
+        let mut off = real.clone();
+        let at = real.windows(2).position(|w| w == [0x73, 0xc3]).unwrap() + 1;
+        off[at] = 0xc2;
+        assert_eq!(decode_registration(&off).unwrap().kv_events, None);
     }
 }

