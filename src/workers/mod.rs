@@ -88,7 +88,9 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(key: u64, config: WorkerConfig, meta: WorkerMeta) -> Self {
-        let handshake_address = crate::config::handshake_address(&config);
+        // An HTTP worker binds nothing.
+        let handshake_address =
+            if config.upstream.is_some() { String::new() } else { crate::config::handshake_address(&config) };
         Worker {
             id: format!("w{key:x}"),
             key,
@@ -256,6 +258,7 @@ mod tests {
             engine_count: 1,
             handshake_address: None,
             engine: None,
+            upstream: None,
         };
         Worker::new(1, config, WorkerMeta { labels: Map::new(), priority: 0 })
     }
