@@ -285,7 +285,12 @@ impl<'c> Responder<'c> {
     /// Writes the queued events as one chunk, and the last-chunk marker with them if `last`.
     async fn flush_chunk(&mut self, last: bool) -> Result<(), ClientGone> {
         if self.buf.is_empty() {
-            return Ok(());
+            if !last || self.http10 {
+                return Ok(());
+            }
+            // Nothing queued (a relay flushes every piece as it comes): the end marker alone.
+            self.buf.extend_from_slice(b"0\r\n\r\n");
+            return self.write_from(0).await;
         }
         let mut start = 0;
         if !self.http10 {

@@ -41,9 +41,10 @@ impl BodyDecoder {
                 Ok(take)
             }
             BodyDecoder::Chunked(d) => {
-                let used = d.feed(input).map_err(|e| UpstreamFault::Malformed(e.message))?;
+                let used = d.feed(input);
+                // What was decoded before a malformed chunk is still the upstream's.
                 out.append(&mut d.body);
-                Ok(used)
+                used.map_err(|e| UpstreamFault::Malformed(e.message))
             }
             BodyDecoder::Close { .. } => {
                 out.extend_from_slice(input);

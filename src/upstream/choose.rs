@@ -38,14 +38,14 @@ pub fn choose(ctx: &Rc<ShardCtx>, peek: &Peek, body: &[u8], except: Option<u64>)
     let mut candidates = Vec::new();
     let mut chosen_from = Vec::new();
     let mut any_http = false;
-    for w in workers.iter().filter(|w| Some(w.key) != except) {
+    for w in workers.iter() {
         let eligible = match &w.config.upstream {
             Some(up) if up.serves(model) => {
                 any_http = true;
-                w.is_routable()
+                w.is_routable() && Some(w.key) != except
             }
             Some(_) => false,
-            None => model == served && w.is_routable() && ctx.link(w.key).is_some(),
+            None => model == served && w.is_routable() && ctx.link(w.key).is_some() && Some(w.key) != except,
         };
         if eligible {
             candidates.push(Candidate { key: w.key, load: w.load() });

@@ -99,6 +99,7 @@ impl Conn {
         out: &mut Vec<u8>,
         limit: Duration,
     ) -> Result<bool, UpstreamFault> {
+        let start = out.len();
         loop {
             if !self.buf.is_empty() {
                 let used = body.feed(&self.buf, out)?;
@@ -107,7 +108,7 @@ impl Conn {
             if body.is_done() {
                 return Ok(false);
             }
-            if !out.is_empty() {
+            if out.len() > start {
                 return Ok(true);
             }
             if !self.read_more(limit, false).await? {

@@ -74,7 +74,7 @@ pub async fn relay(
         None => None,
     };
     if let Some(e) = endpoint {
-        ctx.metrics().request(e, peek.stream);
+        ctx.metrics().relayed(e, peek.stream);
     }
     let mut worker = first;
     let mut resent = false;
@@ -114,15 +114,15 @@ pub async fn relay(
             match choose::choose(ctx, peek, &req.body, Some(worker.key)) {
                 Route::Http(next) => {
                     if let Some(e) = endpoint {
-                        ctx.metrics().retry(e);
+                        ctx.metrics().relayed_retry(e);
                     }
                     tracing::info!("shard {}: resending the request to HTTP worker {}", ctx.index, next.url());
                     worker = next;
                     continue;
                 }
-                Route::Engine if ctx.shared.registry.snapshot().iter().any(|w| ctx.link(w.key).is_some()) => {
+                Route::Engine => {
                     if let Some(e) = endpoint {
-                        ctx.metrics().retry(e);
+                        ctx.metrics().relayed_retry(e);
                     }
                     return Outcome::ToEngine;
                 }
@@ -131,7 +131,7 @@ pub async fn relay(
         }
         let e = fault.to_api_error(&up.url);
         if let Some(endpoint) = endpoint {
-            ctx.metrics().error(endpoint, ErrorType::of(&e));
+            ctx.metrics().relayed_error(endpoint, ErrorType::of(&e));
         }
         let _ = r.send_error(&e).await;
         return Outcome::Done;
@@ -160,15 +160,16 @@ async fn attempt(
         r.start_chunked(head.status, content_type, &extra).await.map_err(|_| Failure::ClientGone)?;
         loop {
             piece.clear();
-            let more = monoio::select! {
-                more = conn.read_body(&mut body, &mut piece, limit) => more?,
+            let read = monoio::select! {
+                read = conn.read_body(&mut body, &mut piece, limit) => read,
                 _ = r.client_gone() => return Err(Failure::ClientGone),
             };
+            // What arrived before a fault goes out first.
             if !piece.is_empty() {
                 r.push_bytes(&piece);
                 r.flush().await.map_err(|_| Failure::ClientGone)?;
             }
-            if !more {
+            if !read? {
                 break;
             }
         }

@@ -150,19 +150,17 @@ fn push_worker(out: &mut String, w: &Worker) {
     push_str(out, &w.id);
     out.push_str(",\"url\":");
     push_str(out, w.url());
-    match &w.config.upstream {
-        Some(up) => {
-            out.push_str(",\"connection_mode\":\"http\",\"runtime_type\":\"external\",\"models\":");
-            let models: &[String] = &up.models();
-            out.push_str(&serde_json::json!(models).to_string());
-            if let Some(alias) = &up.alias {
-                out.push_str(",\"model_id\":");
-                push_str(out, alias);
-            }
-        }
-        None => {
-            out.push_str(",\"connection_mode\":\"zmq\",\"runtime_type\":");
-            push_str(out, w.backend().as_str());
+    out.push_str(",\"connection_mode\":");
+    push_str(out, w.connection_mode());
+    out.push_str(",\"runtime_type\":");
+    push_str(out, w.runtime_type());
+    if let Some(up) = &w.config.upstream {
+        out.push_str(",\"models\":");
+        let models: &[String] = &up.models();
+        out.push_str(&serde_json::json!(models).to_string());
+        if let Some(alias) = &up.alias {
+            out.push_str(",\"model_id\":");
+            push_str(out, alias);
         }
     }
     out.push_str(",\"worker_type\":\"regular\",\"status\":");

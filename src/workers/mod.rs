@@ -117,6 +117,25 @@ impl Worker {
         self.config.backend
     }
 
+    /// SMG's `connection_mode`: how the gateway reaches the worker.
+    pub fn connection_mode(&self) -> &'static str {
+        if self.config.upstream.is_some() {
+            "http"
+        } else {
+            "zmq"
+        }
+    }
+
+    /// SMG's `runtime_type`: the engine's wire for a ZMQ worker; an HTTP worker's server is
+    /// whatever speaks the OpenAI API.
+    pub fn runtime_type(&self) -> &'static str {
+        if self.config.upstream.is_some() {
+            "external"
+        } else {
+            self.config.backend.as_str()
+        }
+    }
+
     pub fn status(&self) -> WorkerStatus {
         if self.removing.load(Ordering::Acquire) {
             return WorkerStatus::Draining;
