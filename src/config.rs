@@ -655,16 +655,13 @@ mod tests {
     fn startup_errors_use_smgs_texts() {
         // `-out.sock` fits in `sun_path`; shard 1's `-in.1.sock` does not.
         let long = format!("ipc:///tmp/sg/{}", "x".repeat(90));
-        let cases: [(&[&str], &str); 15] = [
+        let cases: [(&[&str], &str); 17] = [
             (&["--worker-urls", "grpc://x:8000", "--model-path", "/m"], "ZMQ worker URL must be ipc://<path>"),
             (
                 &["--worker-urls", "https://x:8000", "--model-path", "/m"],
                 "worker https://x:8000: https:// workers are not supported yet",
             ),
-            (
-                &["--worker-urls", "http://x:8000", "http://x:8000/", "--model-path", "/m"],
-                "is already registered",
-            ),
+            (&["--worker-urls", "http://x:8000", "http://x:8000/", "--model-path", "/m"], "is already registered"),
             (&["--worker-urls", "ipc:///tmp/sg/e0"], "has no model identity"),
             (
                 &["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/m", "--backend", "sglang"],
@@ -732,7 +729,8 @@ mod tests {
     /// `http://` worker URLs sit beside `ipc://` ones: normalised, with no sockets to bind.
     #[test]
     fn http_workers_mix_with_zmq_workers() {
-        let c = launch(&["--worker-urls", "ipc:///tmp/sg/e0", "http://10.0.0.7:8000/", "--model-path", "/tmp"]).unwrap();
+        let c =
+            launch(&["--worker-urls", "ipc:///tmp/sg/e0", "http://10.0.0.7:8000/", "--model-path", "/tmp"]).unwrap();
         let urls: Vec<&str> = c.workers.iter().map(|w| w.url.as_str()).collect();
         assert_eq!(urls, ["ipc:///tmp/sg/e0", "http://10.0.0.7:8000"]);
         assert_eq!(c.workers[1].upstream.as_ref().map(|u| u.authority.as_str()), Some("10.0.0.7:8000"));

@@ -98,13 +98,17 @@ fn passthrough_answers_are_the_upstreams_own() {
     }
     // The upstream knows no model "remote": a 200 means the splice put its own name in.
     let counted = |endpoint: &str, streaming: bool| {
-        let labels = format!("router_type=\"http\",connection_mode=\"http\",endpoint=\"{endpoint}\",streaming=\"{streaming}\"");
+        let labels =
+            format!("router_type=\"http\",connection_mode=\"http\",endpoint=\"{endpoint}\",streaming=\"{streaming}\"");
         metric(&gateway, &format!("smg_router_requests_total{{{labels}}}"))
     };
     assert_eq!((counted("chat", false), counted("chat", true), counted("completions", true)), (1, 1, 1));
     let bad = gateway.post_json("/v1/chat/completions", &json!({"model": "remote", "messages": "nope"}));
     assert_eq!(bad.status, 400, "an upstream 4xx passes through as is: {}", bad.text());
-    assert_eq!(bad.json(), upstream.post_json("/v1/chat/completions", &json!({"model": "test-model", "messages": "nope"})).json());
+    assert_eq!(
+        bad.json(),
+        upstream.post_json("/v1/chat/completions", &json!({"model": "test-model", "messages": "nope"})).json()
+    );
 }
 
 /// Workers of the same model, engine and HTTP, share the load by `--policy`; a model only an
@@ -124,7 +128,11 @@ fn mixed_engine_and_http_workers_share_a_model_by_policy() {
         let r = gateway.post_json("/v1/chat/completions", &request);
         assert_eq!(r.status, 200, "{}", r.text());
     }
-    assert_eq!((gateway.adds().len(), upstream.adds().len()), (3, 3), "round robin over one engine and one HTTP worker");
+    assert_eq!(
+        (gateway.adds().len(), upstream.adds().len()),
+        (3, 3),
+        "round robin over one engine and one HTTP worker"
+    );
     let w = gateway.get(&format!("/workers/{id}")).json();
     assert_eq!((w["connection_mode"].as_str(), w["models"][0].as_str()), (Some("http"), Some("test-model")));
     let other = gateway.post_json("/v1/chat/completions", &json!({"model": "nobody", "messages": []}));
@@ -225,9 +233,7 @@ fn serve(conn: TcpStream, how: Misbehaviour, stop: &AtomicBool) {
                     return;
                 }
                 Misbehaviour::Garbage => "HTTP/1.1 2x0 what\r\n\r\n".into(),
-                Misbehaviour::ServerError => {
-                    "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\nbusy".into()
-                }
+                Misbehaviour::ServerError => "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\nbusy".into(),
                 Misbehaviour::BrokenChunks => "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
                      transfer-encoding: chunked\r\n\r\nf\r\ndata: {\"a\":1}\n\n\r\nzz\r\n"
                     .into(),
@@ -261,14 +267,18 @@ fn upstream_faults_fail_cleanly_in_each_apis_envelope() {
         assert_eq!(chat.status, status, "{how:?}: {}", chat.text());
         let message = chat.json()["error"]["message"].as_str().unwrap().to_string();
         assert!(message.contains(says), "{how:?}: {message}");
-        let messages = gateway.post_json("/v1/messages", &json!({"model": "bad-model", "messages": [], "max_tokens": 1}));
+        let messages =
+            gateway.post_json("/v1/messages", &json!({"model": "bad-model", "messages": [], "max_tokens": 1}));
         assert_eq!(messages.status, status, "{how:?}");
         assert_eq!(messages.json()["type"], "error", "{how:?}: Anthropic's envelope: {}", messages.text());
         let third = gateway.post_json("/v1/completions", &json!({"model": "bad-model", "prompt": "x"}));
         assert_eq!(third.status, status, "{how:?}");
         // Its /health still answers, so the next probe brings it back: the log says it went.
         let logs = gateway.logs();
-        assert!(logs.contains(&format!("HTTP worker {} marked unhealthy after 3 failed requests", server.url())), "{how:?}");
+        assert!(
+            logs.contains(&format!("HTTP worker {} marked unhealthy after 3 failed requests", server.url())),
+            "{how:?}"
+        );
         assert_eq!(delete(&gateway, &id), 202);
         common::eventually(|| gateway.get(&format!("/workers/{id}")).status == 404, "the worker to be removed");
     }
@@ -309,7 +319,10 @@ fn a_failed_upstream_is_retried_on_another_worker() {
         let r = gateway.post_json("/v1/chat/completions", &json!({"model": "shared", "messages": []}));
         assert_eq!((r.status, r.text()), (200, r#"{"answer":"fine"}"#.to_string()));
     }
-    let resent = metric(&gateway, "smg_worker_retries_total{worker_type=\"regular\",connection_mode=\"http\",endpoint=\"chat\"}");
+    let resent = metric(
+        &gateway,
+        "smg_worker_retries_total{worker_type=\"regular\",connection_mode=\"http\",endpoint=\"chat\"}",
+    );
     assert!(resent >= 1, "resends are counted: {resent}");
 }
 
@@ -324,9 +337,15 @@ fn a_restarted_upstream_is_served_again() {
     let request = json!({"model": "bad-model", "messages": []});
     assert_eq!(gateway.post_json("/v1/chat/completions", &request).status, 200);
     drop(server);
-    common::eventually(|| gateway.get(&format!("/workers/{id}")).json()["status"] == "dead", "the worker to go unhealthy");
+    common::eventually(
+        || gateway.get(&format!("/workers/{id}")).json()["status"] == "dead",
+        "the worker to go unhealthy",
+    );
     assert_eq!(gateway.post_json("/v1/chat/completions", &request).status, 503);
     let _server = Misbehaving::start(port, Misbehaviour::Good);
-    common::eventually(|| gateway.get(&format!("/workers/{id}")).json()["status"] == "ready", "the worker to come back");
+    common::eventually(
+        || gateway.get(&format!("/workers/{id}")).json()["status"] == "ready",
+        "the worker to come back",
+    );
     assert_eq!(gateway.post_json("/v1/chat/completions", &request).status, 200);
 }

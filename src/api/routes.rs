@@ -116,9 +116,7 @@ async fn relay_to_http(ctx: &Rc<ShardCtx>, path: &str, req: &Request, r: &mut Re
             let _ = r.send_error(&ApiError::unavailable("no healthy worker is available")).await;
             true
         }
-        choose::Route::Http(worker) => {
-            relay::relay(ctx, worker, endpoint, req, &peek, r).await == relay::Outcome::Done
-        }
+        choose::Route::Http(worker) => relay::relay(ctx, worker, endpoint, req, &peek, r).await == relay::Outcome::Done,
     }
 }
 

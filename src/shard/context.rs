@@ -179,10 +179,7 @@ impl ShardCtx {
             renderer: OnceCell::new(),
             tokenizer_cache: RefCell::new(None),
             policy: RefCell::new(new_policy(shared.config.routing.policy, &shared.config.routing.cache_aware)),
-            upstream_policy: RefCell::new(new_policy(
-                shared.config.routing.policy,
-                &shared.config.routing.cache_aware,
-            )),
+            upstream_policy: RefCell::new(new_policy(shared.config.routing.policy, &shared.config.routing.cache_aware)),
             upstreams: Default::default(),
             admission_waiters: Default::default(),
             stop_accepting: Default::default(),

@@ -57,7 +57,11 @@ pub fn choose(ctx: &Rc<ShardCtx>, peek: &Peek, body: &[u8], except: Option<u64>)
         0 => return Route::Engine,
         1 => 0,
         _ => {
-            let key: Vec<u32> = peek.prompt_at.clone().map_or(&[][..], |r| &body[r]).iter()
+            let key: Vec<u32> = peek
+                .prompt_at
+                .clone()
+                .map_or(&[][..], |r| &body[r])
+                .iter()
                 .take(PROMPT_KEY_BYTES_MAX)
                 .map(|&b| u32::from(b))
                 .collect();

@@ -134,7 +134,11 @@ mod tests {
         for (text, framing, keep_alive, relayed) in cases {
             let (head, len) = parse(text.as_bytes()).unwrap().unwrap();
             assert_eq!(len, text.len(), "{text:?}");
-            assert_eq!((head.framing, head.keep_alive, head.relayed.len()), (*framing, *keep_alive, *relayed), "{text:?}");
+            assert_eq!(
+                (head.framing, head.keep_alive, head.relayed.len()),
+                (*framing, *keep_alive, *relayed),
+                "{text:?}"
+            );
         }
     }
 

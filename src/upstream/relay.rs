@@ -314,14 +314,15 @@ mod tests {
             (Some("alias"), Some("upstream-key"), r#"{"model":"real","prompt":"p"}"#),
         ];
         for (alias, key, want_body) in cases {
-            let up = Upstream::parse("http://10.0.0.1:8000", key.map(str::to_string), alias.map(str::to_string)).unwrap();
+            let up =
+                Upstream::parse("http://10.0.0.1:8000", key.map(str::to_string), alias.map(str::to_string)).unwrap();
             up.set_models(vec!["real".into()]);
             let out = String::from_utf8(request_bytes(&up, &req, &peek)).unwrap();
             let (head, got_body) = out.split_once("\r\n\r\n").unwrap();
             assert_eq!(got_body, *want_body);
             let mut want_head = format!(
                 "POST /v1/completions?x=1 HTTP/1.1\r\nhost: 10.0.0.1:8000\r\ncontent-length: {}\r\n\
-                 Content-Type: application/json\r\nX-Trace: t",
+                 content-type: application/json\r\nx-trace: t",
                 want_body.len()
             );
             if let Some(k) = key {
