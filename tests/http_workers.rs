@@ -1,7 +1,6 @@
 //! HTTP workers against real upstreams: another shardgate (simulator-backed) as the worker, and
 //! a small misbehaving server for the faults a real server cannot be made to do.
 
-#[allow(dead_code)]
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -126,9 +126,12 @@ fn skip_value(b: &[u8], i: usize) -> Option<usize> {
 mod tests {
     use super::*;
 
+    /// `model`, `stream` and the prompt's text, or `None` for a body that is not an object.
+    type Read<'a> = Option<(Option<&'a str>, bool, Option<&'a str>)>;
+
     #[test]
     fn routing_fields_are_read_and_the_rest_skipped() {
-        let cases: &[(&str, Option<(Option<&str>, bool, Option<&str>)>)] = &[
+        let cases: &[(&str, Read<'_>)] = &[
             (
                 r#"{"model":"m","messages":[{"role":"user","content":"a \"}]\" b"}],"stream":true}"#,
                 Some((Some("m"), true, Some(r#"[{"role":"user","content":"a \"}]\" b"}]"#))),
