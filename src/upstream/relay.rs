@@ -17,7 +17,7 @@ use super::head::ResponseHead;
 use super::peek::{splice_model, Peek};
 use super::Upstream;
 use crate::http::request::Request;
-use crate::http::response::Responder;
+use crate::http::response::{client_gone, Responder};
 use crate::metrics::{Endpoint, ErrorType};
 use crate::shard::ShardCtx;
 use crate::workers::{Worker, WorkerStatus};
@@ -158,11 +158,14 @@ async fn attempt(
     let mut piece = Vec::new();
     if head.is_event_stream() {
         r.start_chunked(head.status, content_type, &extra).await.map_err(|_| Failure::ClientGone)?;
+        // One watch for the whole stream: a new one per piece cost a readiness request and its
+        // cancellation on every chunk.
+        let mut gone = std::pin::pin!(client_gone(r.watch()));
         loop {
             piece.clear();
             let read = monoio::select! {
                 read = conn.read_body(&mut body, &mut piece, limit) => read,
-                _ = r.client_gone() => return Err(Failure::ClientGone),
+                _ = &mut gone => return Err(Failure::ClientGone),
             };
             // What arrived before a fault goes out first.
             if !piece.is_empty() {
