@@ -102,6 +102,9 @@ fn passthrough_answers_are_the_upstreams_own() {
         metric(&gateway, &format!("smg_router_requests_total{{{labels}}}"))
     };
     assert_eq!((counted("chat", false), counted("chat", true), counted("completions", true)), (1, 1, 1));
+    let models = gateway.get("/v1/models").json();
+    let ids: Vec<&str> = models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["test-model", "remote"], "the HTTP worker's model is listed by its alias");
     let bad = gateway.post_json("/v1/chat/completions", &json!({"model": "remote", "messages": "nope"}));
     assert_eq!(bad.status, 400, "an upstream 4xx passes through as is: {}", bad.text());
     assert_eq!(
