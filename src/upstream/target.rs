@@ -31,6 +31,8 @@ pub struct Upstream {
 pub enum TargetError {
     Tls,
     NoHost,
+    /// Characters no host name or IP literal has (whitespace, control characters, `@`, ...).
+    BadHost(String),
     Port(String),
     Path(String),
 }
@@ -40,6 +42,7 @@ impl std::fmt::Display for TargetError {
         match self {
             TargetError::Tls => f.write_str("https:// workers are not supported yet (TLS to upstreams is not built)"),
             TargetError::NoHost => f.write_str("HTTP worker URL has no host"),
+            TargetError::BadHost(h) => write!(f, "HTTP worker URL has an invalid host '{h}'"),
             TargetError::Port(p) => write!(f, "HTTP worker URL has an invalid port '{p}'"),
             TargetError::Path(p) => write!(f, "HTTP worker URL must name a server, not a path ('{p}')"),
         }
@@ -77,6 +80,9 @@ impl Upstream {
         };
         if host.is_empty() {
             return Err(TargetError::NoHost);
+        }
+        if !host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'[' | b']' | b':')) {
+            return Err(TargetError::BadHost(host.to_string()));
         }
         let authority = format!("{host}:{port}");
         Ok(Upstream {
@@ -138,6 +144,8 @@ mod tests {
             ("http://[::1]:9000", Ok("[::1]:9000")),
             ("https://upstream:443", Err(TargetError::Tls)),
             ("http://:80", Err(TargetError::NoHost)),
+            ("http://user@h:80", Err(TargetError::BadHost("user@h".into()))),
+            ("http://h\nx:80", Err(TargetError::BadHost("h\nx".into()))),
             ("http://h:99999", Err(TargetError::Port("99999".into()))),
             ("http://h:80/v1", Err(TargetError::Path("v1".into()))),
         ];
