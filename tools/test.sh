@@ -93,6 +93,8 @@ if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/constraints.py
   step "shardgate serve starting a real vLLM engine, which is SIGKILLed and restarted"
   limited 1800 python3 tests/real_vllm/serve.py
+  step "vllm serve as an HTTP worker: through shardgate and directly, identical answers"
+  limited 1800 python3 tests/real_vllm/http_worker.py
 fi
 
 step "all tests passed"

@@ -152,6 +152,10 @@ pub struct ShardCtx {
     tokenizer_cache: RefCell<Option<TokenizerCache>>,
     /// This shard's replica policy (its state, e.g. the prefix tree, is per shard).
     pub(super) policy: RefCell<Box<dyn Policy>>,
+    /// The policy's instance for the choice between HTTP and engine workers (`upstream::choose`).
+    pub upstream_policy: RefCell<Box<dyn Policy>>,
+    /// Idle keep-alive connections to HTTP workers.
+    pub upstreams: crate::upstream::pool::Pool,
     /// This shard's requests waiting for an admission slot.
     pub admission_waiters: LocalWaiters,
     /// Raised on shutdown: the accept loop ends.
@@ -175,6 +179,8 @@ impl ShardCtx {
             renderer: OnceCell::new(),
             tokenizer_cache: RefCell::new(None),
             policy: RefCell::new(new_policy(shared.config.routing.policy, &shared.config.routing.cache_aware)),
+            upstream_policy: RefCell::new(new_policy(shared.config.routing.policy, &shared.config.routing.cache_aware)),
+            upstreams: Default::default(),
             admission_waiters: Default::default(),
             stop_accepting: Default::default(),
             shared,

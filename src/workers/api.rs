@@ -40,6 +40,11 @@ pub fn parse_add(body: &[u8]) -> Result<AddWorker, ApiError> {
         connection_mode: f.str("connection_mode")?.map(str::to_string),
         labels: f.object("labels")?.cloned().unwrap_or_default(),
         priority: f.i64("priority")?.unwrap_or(0),
+        api_key: f.str("api_key")?.map(str::to_string),
+        model_id: match f.array("models")? {
+            Some(models) => models.first().and_then(|m| m.get("id")).and_then(Value::as_str).map(str::to_string),
+            None => None,
+        },
     })
 }
 
@@ -145,8 +150,19 @@ fn push_worker(out: &mut String, w: &Worker, ctx: &ShardCtx) {
     push_str(out, &w.id);
     out.push_str(",\"url\":");
     push_str(out, w.url());
-    out.push_str(",\"connection_mode\":\"zmq\",\"runtime_type\":");
-    push_str(out, w.backend().as_str());
+    out.push_str(",\"connection_mode\":");
+    push_str(out, w.connection_mode());
+    out.push_str(",\"runtime_type\":");
+    push_str(out, w.runtime_type());
+    if let Some(up) = &w.config.upstream {
+        out.push_str(",\"models\":");
+        let models: &[String] = &up.models();
+        out.push_str(&serde_json::json!(models).to_string());
+        if let Some(alias) = &up.alias {
+            out.push_str(",\"model_id\":");
+            push_str(out, alias);
+        }
+    }
     out.push_str(",\"worker_type\":\"regular\",\"status\":");
     push_str(out, w.status().as_str());
     out.push_str(",\"dp_size\":");
