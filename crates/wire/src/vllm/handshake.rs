@@ -106,19 +106,44 @@ pub fn decode_init(frame: &[u8]) -> DecodeResult<InitAddresses> {
     Ok(addrs)
 }
 
-/// What an engine reports at registration (`EngineCoreReadyResponse`), the fields we keep.
+/// What an engine reports at registration (`EngineCoreReadyResponse`): every field of 0.33, in
+/// its order. Older releases send a prefix of these keys (0.27.1 the first 18 less the LoRA
+/// and Mamba ones), so what a release lacks keeps its default.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EngineRegistration {
     pub max_model_len: u32,
     pub num_gpu_blocks: u64,
     pub block_size: u32,
-    pub data_parallel_rank: u32,
-    pub data_parallel_size: u32,
-    pub max_num_seqs: u32,
-    pub vllm_version: String,
+    pub dp_stats_address: Option<String>,
     pub dtype: String,
+    pub vllm_version: String,
+    pub world_size: u32,
+    pub data_parallel_size: u32,
+    pub tensor_parallel_size: u32,
+    pub pipeline_parallel_size: u32,
+    pub decode_context_parallel_size: u32,
+    pub data_parallel_rank: u32,
+    pub max_num_seqs: u32,
+    pub max_num_batched_tokens: u32,
+    pub instance_id: String,
+    pub supports_lora: bool,
+    pub max_loras: u32,
+    pub mamba_block_size: Option<u32>,
+    pub kv_cache_size_tokens: Option<u64>,
+    pub kv_cache_max_concurrency: Option<f64>,
+    /// Where the engine publishes KV-cache events, kept as the raw msgpack map.
+    pub kv_events_config: Option<Vec<u8>>,
+    pub weight_transfer_backend: Option<String>,
+    pub enable_sleep_mode: bool,
+    pub supports_draft_weight_updates: bool,
+    pub effective_attention_block_size: Option<u32>,
+    pub coord_store_port: u32,
+    pub coordinator_input_address: Option<String>,
+    pub coordinator_output_address: Option<String>,
 }
 
+/// Decodes a registration leniently: unknown keys are skipped and a nil or missing key keeps
+/// its default, so every release from 0.27.1 on decodes; only `max_model_len` is required.
 pub fn decode_registration(frame: &[u8]) -> DecodeResult<EngineRegistration> {
     let mut r = Reader::new(frame);
     let n = r.map_len()?;
@@ -129,15 +154,36 @@ pub fn decode_registration(frame: &[u8]) -> DecodeResult<EngineRegistration> {
             r.skip()?;
             continue;
         }
+        let text = |r: &mut Reader<'_>| r.str().map(str::to_string);
         match key {
             "max_model_len" => reg.max_model_len = r.u32()?,
             "num_gpu_blocks" => reg.num_gpu_blocks = r.u64()?,
             "block_size" => reg.block_size = r.u32()?,
-            "data_parallel_rank" => reg.data_parallel_rank = r.u32()?,
+            "dp_stats_address" => reg.dp_stats_address = Some(text(&mut r)?),
+            "dtype" => reg.dtype = text(&mut r)?,
+            "vllm_version" => reg.vllm_version = text(&mut r)?,
+            "world_size" => reg.world_size = r.u32()?,
             "data_parallel_size" => reg.data_parallel_size = r.u32()?,
+            "tensor_parallel_size" => reg.tensor_parallel_size = r.u32()?,
+            "pipeline_parallel_size" => reg.pipeline_parallel_size = r.u32()?,
+            "decode_context_parallel_size" => reg.decode_context_parallel_size = r.u32()?,
+            "data_parallel_rank" => reg.data_parallel_rank = r.u32()?,
             "max_num_seqs" => reg.max_num_seqs = r.u32()?,
-            "vllm_version" => reg.vllm_version = r.str()?.to_string(),
-            "dtype" => reg.dtype = r.str()?.to_string(),
+            "max_num_batched_tokens" => reg.max_num_batched_tokens = r.u32()?,
+            "instance_id" => reg.instance_id = text(&mut r)?,
+            "supports_lora" => reg.supports_lora = r.bool()?,
+            "max_loras" => reg.max_loras = r.u32()?,
+            "mamba_block_size" => reg.mamba_block_size = Some(r.u32()?),
+            "kv_cache_size_tokens" => reg.kv_cache_size_tokens = Some(r.u64()?),
+            "kv_cache_max_concurrency" => reg.kv_cache_max_concurrency = Some(r.f64()?),
+            "kv_events_config" => reg.kv_events_config = Some(r.raw_value()?.to_vec()),
+            "weight_transfer_backend" => reg.weight_transfer_backend = Some(text(&mut r)?),
+            "enable_sleep_mode" => reg.enable_sleep_mode = r.bool()?,
+            "supports_draft_weight_updates" => reg.supports_draft_weight_updates = r.bool()?,
+            "effective_attention_block_size" => reg.effective_attention_block_size = Some(r.u32()?),
+            "coord_store_port" => reg.coord_store_port = r.u32()?,
+            "coordinator_input_address" => reg.coordinator_input_address = Some(text(&mut r)?),
+            "coordinator_output_address" => reg.coordinator_output_address = Some(text(&mut r)?),
             _ => r.skip()?,
         }
     }
@@ -147,26 +193,70 @@ pub fn decode_registration(frame: &[u8]) -> DecodeResult<EngineRegistration> {
     Ok(reg)
 }
 
-/// Encodes a registration map as an engine does (the simulator's side).
+/// Encodes a registration as a vLLM 0.33 engine does (msgspec's encoding of the dataclass:
+/// every field, in order, nil for None), so front ends that require all of them attach.
 pub fn encode_registration(reg: &EngineRegistration, out: &mut Vec<u8>) {
     let mut w = Writer::new(out);
-    w.map_wide(8);
-    w.str("max_model_len");
-    w.uint(reg.max_model_len as u64);
-    w.str("num_gpu_blocks");
-    w.uint(reg.num_gpu_blocks);
-    w.str("block_size");
-    w.uint(reg.block_size as u64);
-    w.str("dtype");
-    w.str(&reg.dtype);
-    w.str("vllm_version");
-    w.str(&reg.vllm_version);
-    w.str("data_parallel_size");
-    w.uint(reg.data_parallel_size as u64);
-    w.str("data_parallel_rank");
-    w.uint(reg.data_parallel_rank as u64);
-    w.str("max_num_seqs");
-    w.uint(reg.max_num_seqs as u64);
+    w.map_wide(28);
+    uint(&mut w, "max_model_len", Some(reg.max_model_len.into()));
+    uint(&mut w, "num_gpu_blocks", Some(reg.num_gpu_blocks));
+    uint(&mut w, "block_size", Some(reg.block_size.into()));
+    text(&mut w, "dp_stats_address", reg.dp_stats_address.as_deref());
+    text(&mut w, "dtype", Some(&reg.dtype));
+    text(&mut w, "vllm_version", Some(&reg.vllm_version));
+    for (key, v) in [
+        ("world_size", reg.world_size),
+        ("data_parallel_size", reg.data_parallel_size),
+        ("tensor_parallel_size", reg.tensor_parallel_size),
+        ("pipeline_parallel_size", reg.pipeline_parallel_size),
+        ("decode_context_parallel_size", reg.decode_context_parallel_size),
+        ("data_parallel_rank", reg.data_parallel_rank),
+        ("max_num_seqs", reg.max_num_seqs),
+        ("max_num_batched_tokens", reg.max_num_batched_tokens),
+    ] {
+        uint(&mut w, key, Some(v.into()));
+    }
+    text(&mut w, "instance_id", Some(&reg.instance_id));
+    w.str("supports_lora");
+    w.bool(reg.supports_lora);
+    uint(&mut w, "max_loras", Some(reg.max_loras.into()));
+    uint(&mut w, "mamba_block_size", reg.mamba_block_size.map(u64::from));
+    uint(&mut w, "kv_cache_size_tokens", reg.kv_cache_size_tokens);
+    w.str("kv_cache_max_concurrency");
+    match reg.kv_cache_max_concurrency {
+        Some(v) => w.f64(v),
+        None => w.nil(),
+    }
+    w.str("kv_events_config");
+    match &reg.kv_events_config {
+        Some(raw) => w.raw(raw),
+        None => w.nil(),
+    }
+    text(&mut w, "weight_transfer_backend", reg.weight_transfer_backend.as_deref());
+    w.str("enable_sleep_mode");
+    w.bool(reg.enable_sleep_mode);
+    w.str("supports_draft_weight_updates");
+    w.bool(reg.supports_draft_weight_updates);
+    uint(&mut w, "effective_attention_block_size", reg.effective_attention_block_size.map(u64::from));
+    uint(&mut w, "coord_store_port", Some(reg.coord_store_port.into()));
+    text(&mut w, "coordinator_input_address", reg.coordinator_input_address.as_deref());
+    text(&mut w, "coordinator_output_address", reg.coordinator_output_address.as_deref());
+}
+
+fn uint(w: &mut Writer<'_>, key: &str, v: Option<u64>) {
+    w.str(key);
+    match v {
+        Some(v) => w.uint(v),
+        None => w.nil(),
+    }
+}
+
+fn text(w: &mut Writer<'_>, key: &str, v: Option<&str>) {
+    w.str(key);
+    match v {
+        Some(s) => w.str(s),
+        None => w.nil(),
+    }
 }
 
 #[cfg(test)]
@@ -231,6 +321,12 @@ mod tests {
             max_num_seqs: 8,
             vllm_version: "0.32.0".into(),
             dtype: "float32".into(),
+            instance_id: "i-1".into(),
+            kv_cache_size_tokens: Some(65536),
+            kv_cache_max_concurrency: Some(64.0),
+            kv_events_config: Some(vec![0x81, 0xa1, b'a', 0x01]),
+            coordinator_input_address: Some("tcp://10.0.0.1:5555".into()),
+            ..Default::default()
         };
         let mut out = Vec::new();
         encode_registration(&reg, &mut out);
