@@ -6,7 +6,7 @@
 use shardgate_wire::vllm::handshake::{decode_registration, decode_status, encode_init, encode_registration};
 use shardgate_wire::vllm::output::{decode_batch, SchedulerLoad};
 use shardgate_wire::vllm::ENGINE_CORE_DEAD;
-use shardgate_wire::{FinishReason, StopReason};
+use shardgate_wire::{FinishReason, RequestError, StopReason};
 
 const CAPTURED_0_32: &str = "engine-0.32.0.json";
 const STRUCTS_0_33: &str = "structs-0.33.0.json";
@@ -188,11 +188,12 @@ fn check_0_33(case: &str) -> Result<(), String> {
         "error_retryable" | "error_fatal" => {
             let ev = &b.outputs[0].1;
             want("finish", ev.finish == Some(FinishReason::Error))?;
-            let expected = match case {
-                "error_retryable" => "kv_load_failed: KV load failed on rank 1",
-                _ => "internal_error: sampler crashed",
+            let (code, message, retryable) = match case {
+                "error_retryable" => ("kv_load_failed", "KV load failed on rank 1", true),
+                _ => ("internal_error", "sampler crashed", false),
             };
-            want("error", ev.error.as_deref() == Some(expected))?;
+            let expected = RequestError { code: code.into(), message: message.into(), retryable };
+            want("error", ev.error.as_ref() == Some(&expected))?;
         }
         "utility" => {
             let reply = b.utility.ok_or("no utility reply")?;

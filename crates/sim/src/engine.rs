@@ -9,6 +9,7 @@ use shardgate_text::tokenizer::Tokenizer;
 use shardgate_wire::tokenspeed as ts_wire;
 use shardgate_wire::vllm::handshake::{decode_init, encode_registration, encode_status, EngineRegistration};
 use shardgate_wire::vllm::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD, REQUEST_START_DP_WAVE, REQUEST_UTILITY};
+use shardgate_wire::RequestError;
 
 use crate::error::{ArgError, EngineError, HandshakeError};
 use crate::lockstep::Lockstep;
@@ -217,6 +218,8 @@ struct Sim {
     cached_blocks: HashSet<u64>,
     /// Prefix-cache lookups since the last scheduler-stats report.
     prefix_counts: wire::PrefixCounts,
+    /// The error the next ADD is answered with (`--fault error@N`).
+    fail_next: Option<RequestError>,
     started: Instant,
     step: u64,
     deaf: bool,
@@ -257,6 +260,7 @@ impl Sim {
             live_ids: HashSet::new(),
             cached_blocks: HashSet::new(),
             prefix_counts: wire::PrefixCounts::default(),
+            fail_next: None,
             started: Instant::now(),
             step: 0,
             deaf: false,
@@ -478,6 +482,21 @@ impl Sim {
                 return true;
             }
             FaultKind::Garbage => self.garbage = true,
+            FaultKind::RequestError { retryable } => {
+                self.fail_next = Some(if retryable {
+                    RequestError {
+                        code: "kv_load_failed".into(),
+                        message: "KV cache load failed (simulated)".into(),
+                        retryable,
+                    }
+                } else {
+                    RequestError {
+                        code: "internal_error".into(),
+                        message: "simulated request failure".into(),
+                        retryable,
+                    }
+                });
+            }
         }
         false
     }
@@ -502,8 +521,9 @@ impl Sim {
         if req.client_index >= self.sockets.outputs.len() {
             return Err(EngineError::ClientIndex(req.client_index));
         }
-        if req.max_tokens.is_none() {
-            // vLLM answers a request without max_tokens with a request-scoped ERROR.
+        let error = self.fail_next.take();
+        // vLLM answers a request without max_tokens with a request-scoped ERROR.
+        if error.is_some() || req.max_tokens.is_none() {
             self.live_ids.remove(&req.request_id);
             let out = StepOutput {
                 request_id: &req.request_id,
@@ -512,6 +532,7 @@ impl Sim {
                 cached_tokens: None,
                 logprobs: None,
                 prompt_logprobs: None,
+                error: error.as_ref(),
             };
             let load = self.load();
             self.out_buf.clear();
@@ -647,6 +668,7 @@ impl Sim {
                             .prompt_logprobs
                             .filter(|_| !r.sent_first)
                             .map(|k| (r.req.prompt.as_slice(), k.clamp(0, 20) as usize)),
+                        error: None,
                     }
                 })
                 .collect();

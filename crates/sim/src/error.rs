@@ -39,7 +39,9 @@ impl fmt::Display for ArgError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ArgError::FaultSyntax(s) => write!(f, "--fault takes KIND@N[:T], got '{s}'"),
-            ArgError::UnknownFault(kind) => write!(f, "unknown fault '{kind}' (die, die-silent, stall, deaf, garbage)"),
+            ArgError::UnknownFault(kind) => {
+                write!(f, "unknown fault '{kind}' (die, die-silent, stall, deaf, garbage, error, error-retryable)")
+            }
             ArgError::FaultRequest(s) => write!(f, "--fault {s}: N must be a positive integer"),
             ArgError::FaultTokens(s) => write!(f, "--fault {s}: T must be a positive integer"),
             ArgError::RankValueSyntax(s) => write!(f, "expected RANK=VALUE, got '{s}'"),
@@ -323,7 +325,7 @@ mod tests {
             (ArgError::FaultSyntax("die".into()).to_string(), "--fault takes KIND@N[:T], got 'die'".into()),
             (
                 ArgError::UnknownFault("boom".into()).to_string(),
-                "unknown fault 'boom' (die, die-silent, stall, deaf, garbage)".into(),
+                "unknown fault 'boom' (die, die-silent, stall, deaf, garbage, error, error-retryable)".into(),
             ),
             (ArgError::FaultRequest("die@0".into()).to_string(), "--fault die@0: N must be a positive integer".into()),
             (

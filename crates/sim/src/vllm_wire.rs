@@ -4,6 +4,7 @@
 use shardgate_wire::msgpack::{DecodeResult, Kind, Reader, Writer};
 
 use crate::error::RequestError;
+use shardgate_wire::RequestError as EngineRequestError;
 
 /// The parts of an `EngineCoreRequest` the simulator acts on.
 #[derive(Debug, Clone, Default)]
@@ -164,6 +165,8 @@ pub struct StepOutput<'a> {
     pub logprobs: Option<usize>,
     /// Prompt logprobs (top-k) for the whole prompt, on the first output.
     pub prompt_logprobs: Option<(&'a [u32], usize)>,
+    /// With an ERROR finish: the request-scoped error, as 0.33 sends it.
+    pub error: Option<&'a EngineRequestError>,
 }
 
 /// What a step reports in `SchedulerStats`.
@@ -333,8 +336,21 @@ fn encode_output(w: &mut Writer<'_>, o: &StepOutput<'_>) {
     }
     w.nil(); // routed experts
     w.uint(0); // num_nans_in_logits
-    for _ in 14..19 {
+    for _ in 14..18 {
         w.nil();
+    }
+    match o.error {
+        // A dataclass: msgspec writes every field as a map.
+        Some(e) => {
+            w.map(3);
+            w.str("code");
+            w.str(&e.code);
+            w.str("message");
+            w.str(&e.message);
+            w.str("retryable");
+            w.bool(e.retryable);
+        }
+        None => w.nil(),
     }
 }
 
