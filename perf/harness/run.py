@@ -180,10 +180,40 @@ def wait_quiet(limit_pct, max_wait_s):
 # processes
 
 
+# PERF_PORTS=LOW-HIGH keeps every port the harness picks (and the derived handshake ports)
+# inside a range, on a machine shared with others; unset, the kernel picks.
+PORTS = [int(p) for p in os.environ["PERF_PORTS"].split("-")] if os.environ.get("PERF_PORTS") else None
+_taken = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    candidates = range(PORTS[0], PORTS[1] + 1) if PORTS else [0]
+    for port in candidates:
+        if port in _taken:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            port = s.getsockname()[1]
+        if PORTS:
+            _taken.add(port)
+        return port
+    raise SystemExit(f"no free port in {PORTS}")
+
+
+def engine_path(run_dir):
+    """The worker's ipc path; with PERF_PORTS, one whose derived handshake port is in range."""
+    if not PORTS:
+        return f"{run_dir}/sock/engine"
+    for i in range(100000):
+        path = f"{run_dir}/sock/engine-{i}"
+        port = derived_handshake_port(path)
+        if PORTS[0] <= port <= PORTS[1] and port not in _taken:
+            _taken.add(port)
+            return path
+    raise SystemExit(f"no ipc path with a handshake port in {PORTS}")
 
 
 def derived_handshake_port(path):
@@ -302,7 +332,7 @@ def own_ttft_delta(a, b):
 def gateway_cmd(gw, env, run_dir, port, model_dir):
     """(command, worker-url path or None, handshake port the simulator dials, model name)."""
     if gw.startswith("shardgate"):
-        path = f"{run_dir}/sock/engine"
+        path = engine_path(run_dir)
         cmd = [env["SHARDGATE"], "launch", "--worker-urls", f"ipc://{path}", "--model-path", model_dir,
                "--served-model-name", "qwen3-demo", "--host", "127.0.0.1", "--port", str(port),
                "--shards", "1", "--log-level", "warn", "--metrics-port", str(free_port()),
@@ -322,7 +352,7 @@ def gateway_cmd(gw, env, run_dir, port, model_dir):
                "--data-parallel-size", "1", "--data-parallel-size-local", "0", "--served-model-name", "qwen3-demo"]
         return cmd, None, hs, "qwen3-demo"
     if gw == "smg":
-        path = f"{run_dir}/sock/engine"
+        path = engine_path(run_dir)
         cmd = [env["SMG"], "launch", "--worker-urls", f"ipc://{path}", "--backend", "vllm", "--model-path", model_dir,
                "--health-check-interval-secs", "1", "--host", "127.0.0.1", "--port", str(port),
                "--log-level", "warn", "--prometheus-port", str(free_port()), "--prometheus-host", "127.0.0.1"]
