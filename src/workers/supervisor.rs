@@ -184,6 +184,10 @@ async fn serve_connection(
     }
     let ranks = Arc::new(ranks);
     worker.set_ranks(ranks.clone());
+    worker.set_kv_cache(super::KvCacheShape {
+        block_size: engines.first().map_or(0, |e| e.registration.block_size),
+        gpu_blocks: engines.iter().map(|e| e.registration.num_gpu_blocks).sum(),
+    });
     let stale = discard_queued_outputs(&mut connected.pairs);
     if stale > 0 {
         tracing::warn!(
