@@ -13,6 +13,7 @@ pub mod jobs;
 pub mod refusal;
 pub mod registry;
 pub mod supervisor;
+pub mod tcp;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -276,6 +277,7 @@ mod tests {
         let config = WorkerConfig {
             url: "ipc:///tmp/w".into(),
             path: "/tmp/w".into(),
+            tcp: None,
             backend: Backend::Vllm,
             engine_count: 1,
             handshake_address: None,

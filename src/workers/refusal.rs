@@ -65,6 +65,19 @@ pub enum WorkerRefusal {
     NoModelIdentity {
         url: String,
     },
+    /// A `tcp://` URL that is not an IP address and port of one interface.
+    TcpAddress {
+        url: String,
+    },
+    /// A `tcp://` bind on a public address without `--allow-public-engine-bind`.
+    PublicBind {
+        url: String,
+        ip: std::net::IpAddr,
+    },
+    /// `zmq_handshake_address` for a `tcp://` worker, whose URL is its handshake address.
+    TcpHandshakeAddress {
+        url: String,
+    },
 }
 
 impl fmt::Display for WorkerRefusal {
@@ -75,7 +88,7 @@ impl fmt::Display for WorkerRefusal {
             }
             WorkerRefusal::NotIpc => f.write_str("ZMQ worker URL must be ipc://<path>"),
             WorkerRefusal::NotZmq { url } => {
-                write!(f, "worker {url} is not a ZMQ worker: this gateway serves ipc:// workers only")
+                write!(f, "worker {url} is not a ZMQ worker: this gateway serves ipc:// and tcp:// workers only")
             }
             WorkerRefusal::Path(e) => e.fmt(f),
             WorkerRefusal::UnsupportedRuntime { url, runtime } => write!(
@@ -112,6 +125,22 @@ impl fmt::Display for WorkerRefusal {
             WorkerRefusal::NoModelIdentity { url } => {
                 write!(f, "ZMQ worker {url} has no model identity: start the gateway with --model-path")
             }
+            WorkerRefusal::TcpAddress { url } => write!(
+                f,
+                "ZMQ worker {url} must be tcp://IP:PORT with the IP address of one interface of this host and a \
+                 non-zero port (the engines dial the addresses the gateway binds)"
+            ),
+            WorkerRefusal::PublicBind { url, ip } => write!(
+                f,
+                "ZMQ worker {url}: {ip} is not a loopback or private address, and the engine wire has no \
+                 authentication; bind on a private network, or pass --allow-public-engine-bind"
+            ),
+            WorkerRefusal::TcpHandshakeAddress { url } => {
+                write!(
+                    f,
+                    "ZMQ worker {url} is a tcp:// worker: its URL is its handshake address; omit zmq_handshake_address"
+                )
+            }
         }
     }
 }
@@ -147,7 +176,7 @@ mod tests {
             (WorkerRefusal::NotIpc, "ZMQ worker URL must be ipc://<path>".into()),
             (
                 WorkerRefusal::NotZmq { url: "http://h:1".into() },
-                "worker http://h:1 is not a ZMQ worker: this gateway serves ipc:// workers only".into(),
+                "worker http://h:1 is not a ZMQ worker: this gateway serves ipc:// and tcp:// workers only".into(),
             ),
             (
                 WorkerRefusal::Path(SockdirError::NotAbsolute),

@@ -133,10 +133,19 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
 /// are never taken away.
 fn sharing_files(ctx: &ShardCtx, worker: &Worker) -> Option<Arc<Worker>> {
     let workers = ctx.shared.registry.snapshot();
-    workers.iter().find(|w| w.key != worker.key && sockdir::same_files(&w.config.path, &worker.config.path)).cloned()
+    let ipc = |w: &Worker| w.config.tcp.is_none();
+    workers
+        .iter()
+        .find(|w| {
+            w.key != worker.key && ipc(w) && ipc(worker) && sockdir::same_files(&w.config.path, &worker.config.path)
+        })
+        .cloned()
 }
 
 fn release_sockets(ctx: &ShardCtx, worker: &Worker) {
+    if worker.config.tcp.is_some() {
+        return;
+    }
     if let Some(other) = sharing_files(ctx, worker) {
         tracing::warn!(
             "ZMQ worker {}: keeping its socket files, which are also worker {}'s",

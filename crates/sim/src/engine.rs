@@ -131,6 +131,10 @@ fn handshake_address(args: &Args) -> Result<String, ArgError> {
             Backend::Vllm => Err(ArgError::NoHandshake),
         };
     };
+    // A `tcp://` worker's URL is its handshake address, as the gateway binds it.
+    if url.starts_with("tcp://") {
+        return Ok(url.to_string());
+    }
     let path = url.strip_prefix("ipc://").ok_or(ArgError::WorkerUrl)?;
     Ok(format!("tcp://127.0.0.1:{}", shardgate_wire::sockdir::derived_handshake_port(path)))
 }

@@ -54,7 +54,7 @@ impl fmt::Display for ArgError {
                 f.write_str("--script needs --model-path (the tokenizer turns script text into tokens)")
             }
             ArgError::NoHandshake => f.write_str("pass --handshake tcp://HOST:PORT or --worker-url ipc://PATH"),
-            ArgError::WorkerUrl => f.write_str("--worker-url must be ipc://PATH"),
+            ArgError::WorkerUrl => f.write_str("--worker-url must be ipc://PATH or tcp://IP:PORT"),
         }
     }
 }
@@ -344,7 +344,7 @@ mod tests {
                 "--script needs --model-path (the tokenizer turns script text into tokens)".into(),
             ),
             (ArgError::NoHandshake.to_string(), "pass --handshake tcp://HOST:PORT or --worker-url ipc://PATH".into()),
-            (ArgError::WorkerUrl.to_string(), "--worker-url must be ipc://PATH".into()),
+            (ArgError::WorkerUrl.to_string(), "--worker-url must be ipc://PATH or tcp://IP:PORT".into()),
             (
                 ScriptError::Read { path: "s.jsonl".into(), source: io() }.to_string(),
                 format!("cannot read script s.jsonl: {}", io()),
@@ -413,7 +413,10 @@ mod tests {
             (EngineError::ClientIndex(4).to_string(), "client_index 4 out of range: the output thread crashes".into()),
             (EngineError::NoOutputSocket(4).to_string(), "no output socket for client 4".into()),
             (EngineError::Send(zmq).to_string(), format!("output send failed: {zmq}")),
-            (EngineError::from(ArgError::WorkerUrl).to_string(), "--worker-url must be ipc://PATH".into()),
+            (
+                EngineError::from(ArgError::WorkerUrl).to_string(),
+                "--worker-url must be ipc://PATH or tcp://IP:PORT".into(),
+            ),
         ];
         for (got, want) in cases {
             assert_eq!(got, want);

@@ -55,7 +55,8 @@ pub struct Args {
     /// TokenSpeed: send no load snapshot (all four tail values 0), as a build without one does.
     #[arg(long = "no-load-snapshot")]
     pub no_load_snapshot: bool,
-    /// Derive the handshake address from a gateway worker URL `ipc://PATH`, as the gateway does.
+    /// Derive the handshake address from a gateway worker URL `ipc://PATH` as the gateway does,
+    /// or take a `tcp://IP:PORT` worker URL's address.
     #[arg(long = "worker-url")]
     pub worker_url: Option<String>,
     /// Model directory: loads `tokenizer.json` for `--script` and readable seeded output.
