@@ -96,6 +96,8 @@ if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/constraints.py
   step "shardgate serve starting a real vLLM engine, which is SIGKILLed and restarted"
   limited 1800 python3 tests/real_vllm/serve.py
+  step "a real vLLM headless engine attached over a tcp:// worker"
+  limited 900 python3 tests/real_vllm/tcp_worker.py
 fi
 
 step "all tests passed"
