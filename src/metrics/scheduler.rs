@@ -104,7 +104,7 @@ mod tests {
 
     #[test]
     fn host_load_sums_ranks_and_fills_in_between_reports() {
-        let cases: [(&str, Vec<RankLoad>, u64, (u64, u64, f64)); 5] = [
+        let cases = [
             ("no ranks", vec![], 0, (0, 0, 0.0)),
             ("reports only", vec![rank(0, 3, 2, 0.5), rank(0, 1, 0, 0.25)], 0, (4, 2, 0.375)),
             ("in flight before any report", vec![rank(5, 0, 0, 0.0)], 0, (5, 0, 0.0)),
