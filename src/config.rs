@@ -55,7 +55,8 @@ impl Backend {
 /// `launch`: the engines' worker URLs, their wire and the model, and the gateway's flags.
 #[derive(Args, Debug, Clone)]
 pub struct LaunchArgs {
-    /// Worker URLs, `ipc:///path/to/socket-base` (one per engine or engine group).
+    /// Worker URLs, `ipc:///path/to/socket-base` (engines on this host) or `tcp://IP:PORT`
+    /// (engines on other hosts dial in: the handshake binds IP:PORT; one per engine or group).
     #[arg(long = "worker-urls", num_args = 1.., value_name = "URL")]
     pub worker_urls: Vec<String>,
     /// Engine wire of the ZMQ workers (unset: vLLM, with a log line saying so).
@@ -64,7 +65,7 @@ pub struct LaunchArgs {
     /// Local model directory: names the model and holds tokenizer, config and chat template.
     #[arg(long = "model-path")]
     pub model_path: Option<PathBuf>,
-    /// Data-parallel engines behind every `ipc://` worker URL.
+    /// Data-parallel engines behind every worker URL.
     #[arg(long = "zmq-engine-count", default_value_t = 1, value_parser = parse_engine_count)]
     pub zmq_engine_count: usize,
     #[command(flatten)]
@@ -200,6 +201,10 @@ pub struct GatewayArgs {
     /// directory, symlinks resolved (unset: anywhere the gateway's user can write).
     #[arg(long = "worker-socket-root", value_name = "DIR")]
     pub worker_socket_root: Option<PathBuf>,
+    /// Let `tcp://` workers bind a public (not loopback, not private) address. The engine wire
+    /// has no authentication: anyone who reaches those ports can act as an engine.
+    #[arg(long = "allow-public-engine-bind")]
+    pub allow_public_engine_bind: bool,
     /// Where stored responses (`/v1/responses` with `store`) and conversations live: `sqlite` (a
     /// file in --data-dir, durable across restarts), `memory` (lost on exit) or `none` (nothing
     /// is kept).
@@ -312,8 +317,10 @@ impl std::error::Error for ConfigError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerConfig {
     pub url: String,
-    /// The filesystem path after `ipc://`.
+    /// The filesystem path after `ipc://`; empty for a `tcp://` worker.
     pub path: String,
+    /// A `tcp://` worker's handshake address; its data sockets bind the same IP.
+    pub tcp: Option<std::net::SocketAddr>,
     pub backend: Backend,
     pub engine_count: usize,
     pub handshake_address: Option<String>,
@@ -330,6 +337,7 @@ impl WorkerConfig {
         WorkerConfig {
             url: upstream.url.clone(),
             path: String::new(),
+            tcp: None,
             backend: Backend::Vllm,
             engine_count: 1,
             handshake_address: None,
@@ -372,6 +380,8 @@ pub struct Config {
     pub http_worker_timeout_s: u64,
     /// `--worker-socket-root`: where `ipc://` socket files may be.
     pub worker_socket_root: Option<PathBuf>,
+    /// `--allow-public-engine-bind`: `tcp://` workers may bind public addresses.
+    pub allow_public_engine_bind: bool,
     /// `--history-backend` in `--data-dir`: where stored responses and conversations live.
     pub history: shardgate_store::Backend,
 }
@@ -453,17 +463,32 @@ impl Config {
                 workers.push(WorkerConfig::http(upstream));
                 continue;
             }
+            if url.starts_with("tcp://") {
+                let addr = crate::workers::tcp::parse(url, g.allow_public_engine_bind).map_err(refused)?;
+                workers.push(WorkerConfig {
+                    url: format!("tcp://{addr}"),
+                    path: String::new(),
+                    tcp: Some(addr),
+                    backend,
+                    engine_count: a.zmq_engine_count,
+                    handshake_address: None,
+                    engine: None,
+                    upstream: None,
+                });
+                continue;
+            }
             let path = url
                 .strip_prefix("ipc://")
                 .ok_or_else(|| refused(WorkerRefusal::NotIpc))
                 .and_then(|p| sockdir::normalize(p).map_err(|e| refused(e.into())))?;
-            if let Some(other) = workers.iter().find(|w| sockdir::same_files(&w.path, &path)) {
+            if let Some(other) = workers.iter().find(|w| w.tcp.is_none() && sockdir::same_files(&w.path, &path)) {
                 return Err(refused(WorkerRefusal::Duplicate { url: url.clone(), other: other.url.clone() }));
             }
             sockdir::check(&path, pairs, worker_socket_root.as_deref()).map_err(|e| refused(e.into()))?;
             workers.push(WorkerConfig {
                 url: format!("ipc://{path}"),
                 path,
+                tcp: None,
                 backend,
                 engine_count: a.zmq_engine_count,
                 handshake_address: None,
@@ -560,6 +585,7 @@ impl Config {
             engine_silence_s: g.engine_silence_timeout_secs.max(1),
             http_worker_timeout_s: g.http_worker_timeout_secs.max(1),
             worker_socket_root,
+            allow_public_engine_bind: g.allow_public_engine_bind,
             history: g.history_backend.in_directory(&g.data_dir.clone().unwrap_or_else(default_data_dir)),
         })
     }
@@ -626,8 +652,12 @@ fn check_handshake_collisions(workers: &[WorkerConfig]) -> Result<(), ConfigErro
     Ok(())
 }
 
-/// The handshake address a worker binds.
+/// The handshake address a worker binds: a `tcp://` worker's own, else the given or the
+/// derived one.
 pub fn handshake_address(w: &WorkerConfig) -> String {
+    if let Some(addr) = w.tcp {
+        return format!("tcp://{addr}");
+    }
     w.handshake_address
         .clone()
         .unwrap_or_else(|| format!("tcp://127.0.0.1:{}", sockdir::derived_handshake_port(&w.path)))

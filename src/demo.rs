@@ -81,6 +81,7 @@ pub fn run(args: &DemoArgs) -> Result<(), ServeError> {
     let worker = WorkerConfig {
         url: replica.url.clone(),
         path: replica.path.clone(),
+        tcp: None,
         backend: Backend::Vllm,
         engine_count: 1,
         handshake_address: Some(format!("tcp://127.0.0.1:{}", replica.handshake_port)),
@@ -119,6 +120,7 @@ fn demo_config(args: &DemoArgs, ports: &DemoPorts, model_dir: std::path::PathBuf
         engine_silence_s: crate::limits::engine_silence_s_default,
         http_worker_timeout_s: crate::limits::upstream_timeout_s_default,
         worker_socket_root: None,
+        allow_public_engine_bind: false,
         // The demo keeps stored responses for its own lifetime only.
         history: shardgate_store::Backend::Memory,
     }

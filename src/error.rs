@@ -262,7 +262,7 @@ impl fmt::Display for ApiError {
 /// Where an engine fault came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultSource {
-    /// The engine said so (ENGINE_CORE_DEAD, an ERROR finish).
+    /// The engine failed one request and stays healthy (an ERROR finish).
     Engine,
     /// The transport failed (socket error, undecodable output, silence).
     Transport,
@@ -295,9 +295,25 @@ impl EngineFault {
         self
     }
 
+    /// The fault of an ERROR finish: retry-safe when the engine marked its error retryable (the
+    /// request ended on the engine, and it may succeed elsewhere: a KV-cache load that failed);
+    /// an error the request itself causes would fail everywhere.
+    pub fn request_failed(error: Option<&shardgate_wire::RequestError>, rank: usize) -> Self {
+        let (text, retryable) = match error {
+            Some(e) => (e.to_string(), e.retryable),
+            None => (String::from("no description"), false),
+        };
+        EngineFault::new(FaultSource::Engine, format!("the engine failed the request: {text}"), retryable).on_rank(rank)
+    }
+
+    /// The client's answer: 503 with Retry-After for what a retry may fix (the gateway's own
+    /// refusals, an engine's retryable error), else 500 with the engine's description.
     pub fn to_api_error(&self) -> ApiError {
         match self.source {
             FaultSource::Gateway if self.retry_safe => ApiError::unavailable(self.message.clone()),
+            FaultSource::Engine if self.retry_safe => {
+                ApiError::unavailable(self.message.clone()).with_code("engine_error")
+            }
             _ => {
                 let mut e = ApiError::internal(self.message.clone());
                 e.code = Some("engine_error");

@@ -210,6 +210,36 @@ fn with_no_other_worker_the_error_is_todays() {
     }
 }
 
+/// An engine's request-scoped error (vLLM 0.33's `RequestError`, the simulator's `error@1` and
+/// `error-retryable@1`), on the only worker: a retryable one is looked to resend (the log says
+/// no other worker was ready) and answered 503 with Retry-After; any other is a 500 with the
+/// engine's description and is never looked to resend. The resend itself is the one the tests
+/// above check.
+#[test]
+fn an_engine_request_error_is_resent_only_when_retryable() {
+    // (fault, status, text of the answer, a resend looked for)
+    let cases = [
+        (
+            "error-retryable@1",
+            503,
+            "the engine failed the request: kv_load_failed: KV cache load failed (simulated)",
+            true,
+        ),
+        ("error@1", 500, "the engine failed the request: internal_error: simulated request failure", false),
+    ];
+    for (fault, status, text, looked) in cases {
+        let (g, _) = gateway(&["--fault", fault], &[]);
+        let (path, body) = request(Api::Completions, false, 1, 4);
+        let r = g.post_json(path, &body);
+        assert_eq!(r.status, status, "{fault}: {}", r.text());
+        let v = r.json();
+        assert_eq!((v["error"]["code"].as_str(), v["error"]["message"].as_str()), (Some("engine_error"), Some(text)));
+        assert_eq!(r.header("retry-after").is_some(), status == 503, "{fault}");
+        assert_eq!(g.logs().contains("no other ready worker to retry on"), looked, "{fault}: {}", g.logs());
+        assert_eq!(retries(&g), 0);
+    }
+}
+
 /// Exactly once more: three workers that all die on their first request. The request meets
 /// one, is retried on a second, which dies too, and fails although a third is ready.
 #[test]

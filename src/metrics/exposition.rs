@@ -43,6 +43,9 @@ pub fn render(shared: &Shared) -> String {
     worker_metrics(&mut out, &shards, shared, &model);
     tokenizer_cache_metrics(&mut out, &shards);
     admission_metrics(&mut out, &shared.admission);
+    let load = super::scheduler::HostLoad::of_workers(&shared.registry.snapshot(), shared.admission.queued() as u64);
+    let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    super::scheduler::render(&mut out, &model, &load, now_s);
     header(&mut out, "shardgate_shards", "gauge", "Shards (pinned runtimes) serving requests.");
     let _ = writeln!(out, "shardgate_shards {}", shared.shards);
     out

@@ -3,10 +3,12 @@
 //! reads every shard's set and sums (monoio's "aggregate within each thread, combine at the
 //! end"). Worker and rank gauges are read from the shared registry at scrape time.
 //! Names follow SMG's metrics reference (`smg_*`) so existing dashboards work; ZMQ workers
-//! carry `connection_mode="zmq"` and `runtime_type`.
+//! carry `connection_mode="zmq"` and `runtime_type`. The host's load is also exposed under
+//! vLLM's names for schedulers that pick among hosts ([`scheduler`]).
 
 pub mod exposition;
 pub mod histogram;
+pub mod scheduler;
 pub mod server;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};

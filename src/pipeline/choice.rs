@@ -62,8 +62,6 @@ pub struct Applied {
     pub stop_string_hit: bool,
     /// The choice is finished (by the engine or by a stop string).
     pub finished: bool,
-    /// The engine failed the request (ERROR finish), with its description.
-    pub error: Option<String>,
 }
 
 impl ChoiceState {
@@ -95,17 +93,11 @@ impl ChoiceState {
         self.finish.is_some()
     }
 
+    /// Applies one engine event; an ERROR finish never gets here (`generate` makes it a fault).
     pub fn apply(&mut self, tokenizer: &Tokenizer, opts: &OutputOptions, ev: TokenEvent) -> Applied {
         debug_assert!(self.finish.is_none(), "event after finish");
         if ev.cached_tokens.is_some() {
             self.cached_tokens = ev.cached_tokens;
-        }
-        if ev.finish == Some(FinishReason::Error) {
-            return Applied {
-                error: Some(ev.error.unwrap_or_else(|| "the engine failed the request".into())),
-                finished: true,
-                ..Default::default()
-            };
         }
         if let Some(lp) = ev.prompt_logprobs {
             self.push_prompt_logprobs(tokenizer, lp);
@@ -123,7 +115,7 @@ impl ChoiceState {
         if let Some(stop_index) = stop_hit {
             let stop_reason = Some(StopReason::Text(opts.stop[stop_index].clone()));
             self.finish = Some(Finish { reason: FinishReason::Stop, stop_reason });
-            return Applied { stop_string_hit: ev.finish.is_none(), finished: true, error: None };
+            return Applied { stop_string_hit: ev.finish.is_none(), finished: true };
         }
         if let Some(reason) = ev.finish {
             self.finish = Some(engine_finish(reason, ev.stop_reason, opts));

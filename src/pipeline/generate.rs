@@ -17,6 +17,7 @@ use super::retry::Retry;
 use super::sink::Sink;
 use crate::engine::link::Submission;
 use crate::engine::slot::SlotEvent;
+use crate::engine::FinishReason;
 use crate::error::{ApiError, EngineFault};
 use crate::metrics::ErrorType;
 
@@ -125,26 +126,29 @@ impl Run<'_> {
     fn apply(&mut self, i: usize, ev: SlotEvent) -> Result<(), Stop> {
         let g = self.g;
         match ev {
-            SlotEvent::Fault(f) if self.retry.allows(&f) => Err(Stop::Resend(f)),
-            SlotEvent::Fault(f) => {
-                tracing::warn!("request {} failed: {f}", g.response_id);
-                Err(Stop::Failed(f.to_api_error()))
+            SlotEvent::Tokens(ev) if ev.finish == Some(FinishReason::Error) => {
+                let rank = self.subs[i].as_ref().map_or(0, Submission::rank);
+                self.fault(EngineFault::request_failed(ev.error.as_ref(), rank))
             }
+            SlotEvent::Fault(f) => self.fault(f),
             SlotEvent::Tokens(ev) => {
                 self.retry.saw_output();
                 let applied = self.states[i].apply(&g.model.tokenizer, &g.params.output, ev);
-                if let Some(e) = applied.error {
-                    tracing::warn!("request {}: engine error: {e}", g.response_id);
-                    return Err(Stop::Failed(
-                        ApiError::internal(format!("the engine failed the request: {e}")).with_code("engine_error"),
-                    ));
-                }
                 if applied.finished {
                     self.subs[i] = None;
                 }
                 Ok(())
             }
         }
+    }
+
+    /// A resend when the retry rule allows it, else the client's answer.
+    fn fault(&self, f: EngineFault) -> Result<(), Stop> {
+        if self.retry.allows(&f) {
+            return Err(Stop::Resend(f));
+        }
+        tracing::warn!("request {} failed: {f}", self.g.response_id);
+        Err(Stop::Failed(f.to_api_error()))
     }
 
     /// After a `Stop`: the generation resent on another worker (`Ok`: it goes on), or the

@@ -9,8 +9,11 @@
 //! - the fault is `retry_safe`: the request never reached the engine, or the engine that had it
 //!   is gone (it died or its connection closed: `LinkLoss::retry_safe`), so nothing of it runs
 //!   any more. A silent, undecodable or unwritable engine, the gateway's own shutdown or a
-//!   removal are not; client errors (400s), a full relay queue (503) and an engine's ERROR
-//!   finish (request-scoped: the same request fails everywhere) never are;
+//!   removal are not; client errors (400s) and a full relay queue (503) never are. An engine's
+//!   ERROR finish is when the engine marked its error retryable (vLLM 0.33's
+//!   `RequestError.retryable`, e.g. a KV-cache load that failed), and is not otherwise (the
+//!   same request would fail everywhere). A retryable one that cannot be resent is a 503 with
+//!   Retry-After, any other a 500 with the engine's description;
 //! - no engine output for any of its requests has reached the gateway. This is "before the
 //!   first byte": a stream has written only what does not depend on the engine (the headers,
 //!   chat's role chunk, an echoed prompt, keep-alive comments), which a resent generation

@@ -24,16 +24,19 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
     if crate::upstream::target::is_http_url(url) {
         return validate_http(ctx, req);
     }
-    let Some(raw_path) = url.strip_prefix("ipc://") else {
+    let tcp = if url.starts_with("tcp://") {
         if req.zmq_handshake_address.is_some() {
-            return Err(WorkerRefusal::HandshakeAddressWithoutZmq);
+            return Err(WorkerRefusal::TcpHandshakeAddress { url: url.clone() });
         }
-        if req.connection_mode.as_deref() == Some("zmq") {
-            return Err(WorkerRefusal::NotIpc);
-        }
-        return Err(WorkerRefusal::NotZmq { url: url.clone() });
+        Some(super::tcp::parse(url, ctx.shared.config.allow_public_engine_bind)?)
+    } else {
+        None
     };
-    let path = sockdir::normalize(raw_path)?;
+    let path = match (tcp, url.strip_prefix("ipc://")) {
+        (Some(_), _) => String::new(),
+        (None, Some(raw_path)) => sockdir::normalize(raw_path)?,
+        (None, None) => return Err(not_zmq(req)),
+    };
     let backend = match req.runtime.as_deref() {
         None => {
             tracing::info!("runtime_type unspecified for ZMQ worker; defaulting to vLLM EngineCore");
@@ -63,14 +66,18 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
     check_model_identity(ctx, url, &req.labels)?;
     check_parser_labels(url, &config.served_model_name, &req.labels)?;
     let registry = &ctx.shared.registry;
-    if let Some(other) = registry.snapshot().iter().find(|w| sockdir::same_files(&w.config.path, &path)) {
-        return Err(WorkerRefusal::Duplicate { url: url.clone(), other: other.url().to_string() });
+    if tcp.is_none() {
+        let ipc = |w: &&std::sync::Arc<Worker>| w.config.tcp.is_none() && sockdir::same_files(&w.config.path, &path);
+        if let Some(other) = registry.snapshot().iter().find(ipc) {
+            return Err(WorkerRefusal::Duplicate { url: url.clone(), other: other.url().to_string() });
+        }
+        let pairs = backend.socket_pairs(ctx.shared.shards);
+        sockdir::check(&path, pairs, config.worker_socket_root.as_deref())?;
     }
-    let pairs = backend.socket_pairs(ctx.shared.shards);
-    sockdir::check(&path, pairs, config.worker_socket_root.as_deref())?;
     let worker = WorkerConfig {
-        url: format!("ipc://{path}"),
+        url: tcp.map_or_else(|| format!("ipc://{path}"), |addr| format!("tcp://{addr}")),
         path,
+        tcp,
         backend,
         engine_count,
         handshake_address: req.zmq_handshake_address.clone(),
@@ -102,6 +109,17 @@ fn validate_http(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worke
         return Err(WorkerRefusal::Duplicate { url: url.clone(), other: other.url().to_string() });
     }
     Ok((WorkerConfig::http(upstream), WorkerMeta { labels: req.labels.clone(), priority: req.priority }))
+}
+
+/// Why a URL that is neither `ipc://` nor `tcp://` is refused (SMG's reasons).
+fn not_zmq(req: &AddWorker) -> WorkerRefusal {
+    if req.zmq_handshake_address.is_some() {
+        WorkerRefusal::HandshakeAddressWithoutZmq
+    } else if req.connection_mode.as_deref() == Some("zmq") {
+        WorkerRefusal::NotIpc
+    } else {
+        WorkerRefusal::NotZmq { url: req.url.clone() }
+    }
 }
 
 fn check_model_identity(ctx: &ShardCtx, url: &str, labels: &Map<String, Value>) -> Result<(), WorkerRefusal> {

@@ -13,6 +13,7 @@ pub mod jobs;
 pub mod refusal;
 pub mod registry;
 pub mod supervisor;
+pub mod tcp;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -57,6 +58,16 @@ pub struct WorkerMeta {
     pub priority: i64,
 }
 
+/// A worker's KV cache as its engines registered it: what a scheduler's prefix-cache scorer
+/// sizes its estimate of this host by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvCacheShape {
+    /// Tokens per KV block (the first rank's; the ranks of one group share the model config).
+    pub block_size: u32,
+    /// Blocks over all ranks.
+    pub gpu_blocks: u64,
+}
+
 pub struct Worker {
     /// Stable id for the admin API (`GET /workers/{id}`).
     pub id: String,
@@ -82,6 +93,8 @@ pub struct Worker {
     /// The load of each engine rank of the current connection (absent before the first
     /// handshake); replaced whole on each connection, since a restarted group may differ.
     ranks: ArcSwapOption<RankTable>,
+    /// The KV cache the current (or last) connection's engines registered.
+    kv_cache: Mutex<Option<KvCacheShape>>,
     /// The last DP wave the gateway started on a lockstep (MoE) group; see `EngineLink::submit`.
     pub dp_wave: AtomicU64,
 }
@@ -105,6 +118,7 @@ impl Worker {
             in_flight: AtomicI64::new(0),
             supervisor: atomic_waker::AtomicWaker::new(),
             ranks: ArcSwapOption::empty(),
+            kv_cache: Mutex::new(None),
             dp_wave: AtomicU64::new(0),
         }
     }
@@ -238,6 +252,17 @@ impl Worker {
         self.ranks.store(Some(table));
     }
 
+    /// The KV cache of the current (or last) connection, all ranks together.
+    pub fn kv_cache(&self) -> Option<KvCacheShape> {
+        self.kv_cache.lock().ok().and_then(|k| *k)
+    }
+
+    pub(crate) fn set_kv_cache(&self, shape: KvCacheShape) {
+        if let Ok(mut k) = self.kv_cache.lock() {
+            *k = Some(shape);
+        }
+    }
+
     /// What the replica policy compares: requests the gateway has in flight here plus those the
     /// engines report waiting.
     pub fn load(&self) -> u64 {
@@ -273,6 +298,7 @@ mod tests {
         let config = WorkerConfig {
             url: "ipc:///tmp/w".into(),
             path: "/tmp/w".into(),
+            tcp: None,
             backend: Backend::Vllm,
             engine_count: 1,
             handshake_address: None,

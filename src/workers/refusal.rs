@@ -75,6 +75,19 @@ pub enum WorkerRefusal {
         url: String,
         mode: String,
     },
+    /// A `tcp://` URL that is not an IP address and port of one interface.
+    TcpAddress {
+        url: String,
+    },
+    /// A `tcp://` bind on a public address without `--allow-public-engine-bind`.
+    PublicBind {
+        url: String,
+        ip: std::net::IpAddr,
+    },
+    /// `zmq_handshake_address` for a `tcp://` worker, whose URL is its handshake address.
+    TcpHandshakeAddress {
+        url: String,
+    },
 }
 
 impl fmt::Display for WorkerRefusal {
@@ -89,7 +102,10 @@ impl fmt::Display for WorkerRefusal {
                 write!(f, "worker {url} has connection_mode '{mode}', but its URL is http://")
             }
             WorkerRefusal::NotZmq { url } => {
-                write!(f, "worker {url} is not a ZMQ or HTTP worker: this gateway serves ipc:// and http:// workers")
+                write!(
+                    f,
+                    "worker {url} is not a ZMQ or HTTP worker: this gateway serves ipc://, tcp:// and http:// workers"
+                )
             }
             WorkerRefusal::Path(e) => e.fmt(f),
             WorkerRefusal::UnsupportedRuntime { url, runtime } => write!(
@@ -126,6 +142,22 @@ impl fmt::Display for WorkerRefusal {
             WorkerRefusal::NoModelIdentity { url } => {
                 write!(f, "ZMQ worker {url} has no model identity: start the gateway with --model-path")
             }
+            WorkerRefusal::TcpAddress { url } => write!(
+                f,
+                "ZMQ worker {url} must be tcp://IP:PORT with the IP address of one interface of this host and a \
+                 non-zero port (the engines dial the addresses the gateway binds)"
+            ),
+            WorkerRefusal::PublicBind { url, ip } => write!(
+                f,
+                "ZMQ worker {url}: {ip} is not a loopback or private address, and the engine wire has no \
+                 authentication; bind on a private network, or pass --allow-public-engine-bind"
+            ),
+            WorkerRefusal::TcpHandshakeAddress { url } => {
+                write!(
+                    f,
+                    "ZMQ worker {url} is a tcp:// worker: its URL is its handshake address; omit zmq_handshake_address"
+                )
+            }
         }
     }
 }
@@ -161,7 +193,8 @@ mod tests {
             (WorkerRefusal::NotIpc, "ZMQ worker URL must be ipc://<path>".into()),
             (
                 WorkerRefusal::NotZmq { url: "grpc://h:1".into() },
-                "worker grpc://h:1 is not a ZMQ or HTTP worker: this gateway serves ipc:// and http:// workers".into(),
+                "worker grpc://h:1 is not a ZMQ or HTTP worker: this gateway serves ipc://, tcp:// and http:// workers"
+                    .into(),
             ),
             (
                 WorkerRefusal::Path(SockdirError::NotAbsolute),

@@ -133,10 +133,19 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
 /// are never taken away.
 fn sharing_files(ctx: &ShardCtx, worker: &Worker) -> Option<Arc<Worker>> {
     let workers = ctx.shared.registry.snapshot();
-    workers.iter().find(|w| w.key != worker.key && sockdir::same_files(&w.config.path, &worker.config.path)).cloned()
+    let ipc = |w: &Worker| w.config.tcp.is_none();
+    workers
+        .iter()
+        .find(|w| {
+            w.key != worker.key && ipc(w) && ipc(worker) && sockdir::same_files(&w.config.path, &worker.config.path)
+        })
+        .cloned()
 }
 
 fn release_sockets(ctx: &ShardCtx, worker: &Worker) {
+    if worker.config.tcp.is_some() {
+        return;
+    }
     if let Some(other) = sharing_files(ctx, worker) {
         tracing::warn!(
             "ZMQ worker {}: keeping its socket files, which are also worker {}'s",
@@ -184,6 +193,10 @@ async fn serve_connection(
     }
     let ranks = Arc::new(ranks);
     worker.set_ranks(ranks.clone());
+    worker.set_kv_cache(super::KvCacheShape {
+        block_size: engines.first().map_or(0, |e| e.registration.block_size),
+        gpu_blocks: engines.iter().map(|e| e.registration.num_gpu_blocks).sum(),
+    });
     let stale = discard_queued_outputs(&mut connected.pairs);
     if stale > 0 {
         tracing::warn!(

@@ -176,6 +176,8 @@ pub struct Options {
     pub model_path: Option<PathBuf>,
     /// Start the gateway with this `RLIMIT_NOFILE` (soft and hard).
     pub nofile: Option<u64>,
+    /// The worker's URL (default: `ipc://<test dir>/engine`).
+    pub worker_url: Option<String>,
 }
 
 impl Default for Options {
@@ -189,6 +191,7 @@ impl Default for Options {
             gateway_env: Vec::new(),
             model_path: None,
             nofile: None,
+            worker_url: None,
         }
     }
 }
@@ -259,7 +262,7 @@ impl Gateway {
 
     pub fn start_with(opts: Options) -> Gateway {
         let dir = test_dir();
-        let worker_url = format!("ipc://{}/engine", dir.display());
+        let worker_url = opts.worker_url.clone().unwrap_or_else(|| format!("ipc://{}/engine", dir.display()));
         let record = dir.join("record.jsonl");
         let model_path = opts.model_path.clone().unwrap_or_else(model_dir);
         let mut sim_args: Vec<String> = vec![

@@ -255,21 +255,16 @@ def same(a, b):
     return True
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cases", default="basic", choices=["basic", "full", "constrained"])
-    ap.add_argument("--gateway", default=os.path.join(ROOT, "target", "release", "shardgate"))
-    args = ap.parse_args()
-    reqs = cases(args.cases)
-    work = f"/tmp/sg-diff-{os.getpid()}"
-    os.makedirs(work, exist_ok=True)
-    path = f"{work}/engine-0"
-    gw_port, ref_port = free_port(), free_port()
-    env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", VLLM_CPU_KVCACHE_SPACE="1")
+def serve_both(reqs, gateway, venv, work, path, port):
+    """Answers `reqs` twice: through shardgate in front of a headless engine of `venv` (dialing
+    the handshake address derived from `path`), then through `vllm serve` of the same venv.
+    `port()` hands out the TCP ports. Returns (shardgate's answers, vLLM's answers)."""
+    gw_port, ref_port = port(), port()
+    env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", VLLM_CPU_KVCACHE_SPACE="1", REAL_VLLM_VENV=venv)
 
-    gw = subprocess.Popen([args.gateway, "launch", "--worker-urls", f"ipc://{path}", "--model-path", MODEL,
+    gw = subprocess.Popen([gateway, "launch", "--worker-urls", f"ipc://{path}", "--model-path", MODEL,
                            "--served-model-name", NAME, "--host", "127.0.0.1", "--port", str(gw_port),
-                           "--tool-call-parser", "qwen", "--metrics-port", str(free_port())],
+                           "--tool-call-parser", "qwen", "--metrics-port", str(port())],
                           stderr=open(f"{work}/gateway.log", "w"))
     eng = subprocess.Popen([os.path.join(TOOLS, "run-engine.sh"), str(handshake_port(path))], env=env,
                            stdout=open(f"{work}/engine.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
@@ -279,7 +274,7 @@ def main():
     finally:
         os.killpg(eng.pid, signal.SIGTERM); eng.wait(); gw.terminate(); gw.wait()
 
-    ref = subprocess.Popen([os.path.join(HOME, "venv", "bin", "vllm"), "serve", MODEL, "--served-model-name", NAME,
+    ref = subprocess.Popen([os.path.join(venv, "bin", "vllm"), "serve", MODEL, "--served-model-name", NAME,
                             "--port", str(ref_port), "--dtype", "float32", "--max-model-len", "1024",
                             "--max-num-seqs", "8", "--enforce-eager",
                             # vLLM refuses forced tool calls without a parser (the gateway's own
@@ -291,13 +286,29 @@ def main():
         theirs = run_all(f"http://127.0.0.1:{ref_port}", reqs)
     finally:
         os.killpg(ref.pid, signal.SIGTERM); ref.wait()
+    return ours, theirs
 
+
+def report(reqs, ours, theirs, work):
+    """Prints each differing request and the count; returns the differing requests."""
     diffs = [(r, a, b) for r, a, b in zip(reqs, ours, theirs) if not same(a, b)]
     for (kind, body), a, b in diffs:
         print(f"DIFF {kind} {json.dumps(body)[:200]}\n  shardgate: {json.dumps(a)[:600]}\n  vllm:      {json.dumps(b)[:600]}")
     print(f"{len(reqs) - len(diffs)}/{len(reqs)} requests identical (logs in {work})")
     json.dump({"requests": reqs, "shardgate": ours, "vllm": theirs}, open(f"{work}/results.json", "w"), indent=1)
-    sys.exit(1 if diffs else 0)
+    return diffs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", default="basic", choices=["basic", "full", "constrained"])
+    ap.add_argument("--gateway", default=os.path.join(ROOT, "target", "release", "shardgate"))
+    args = ap.parse_args()
+    reqs = cases(args.cases)
+    work = f"/tmp/sg-diff-{os.getpid()}"
+    os.makedirs(work, exist_ok=True)
+    ours, theirs = serve_both(reqs, args.gateway, os.path.join(HOME, "venv"), work, f"{work}/engine-0", free_port)
+    sys.exit(1 if report(reqs, ours, theirs, work) else 0)
 
 
 if __name__ == "__main__":

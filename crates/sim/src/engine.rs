@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 use shardgate_text::tokenizer::Tokenizer;
 use shardgate_wire::tokenspeed as ts_wire;
 use shardgate_wire::vllm::handshake::{
-    decode_init, encode_registration, encode_status, EngineRegistration, KvEventsEndpoints,
+    decode_init, encode_kv_events_config, encode_registration, encode_status, EngineRegistration, KvEventsEndpoints,
 };
 use shardgate_wire::vllm::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD, REQUEST_START_DP_WAVE, REQUEST_UTILITY};
+use shardgate_wire::RequestError;
 
 use crate::error::{ArgError, EngineError, HandshakeError};
 use crate::lockstep::Lockstep;
@@ -29,6 +30,10 @@ const FINISH_ERROR: u8 = 3;
 const BLOCK_TOKENS: usize = 16;
 /// KV capacity in tokens (for the reported usage).
 const KV_CAPACITY_TOKENS: f64 = 262_144.0;
+/// The vLLM release whose wire the simulator speaks, reported at registration.
+const SPOKEN_VLLM_VERSION: &str = "0.33.0";
+/// The per-step token budget reported at registration (vLLM's default for a GPU).
+const MAX_NUM_BATCHED_TOKENS: u32 = 8192;
 /// The version a simulated TokenSpeed engine reports (the prefix is what identifies one).
 const TOKENSPEED_VERSION: &str = "tokenspeed-sim";
 
@@ -128,6 +133,10 @@ fn handshake_address(args: &Args) -> Result<String, ArgError> {
             Backend::Vllm => Err(ArgError::NoHandshake),
         };
     };
+    // A `tcp://` worker's URL is its handshake address, as the gateway binds it.
+    if url.starts_with("tcp://") {
+        return Ok(url.to_string());
+    }
     let path = url.strip_prefix("ipc://").ok_or(ArgError::WorkerUrl)?;
     Ok(format!("tcp://127.0.0.1:{}", shardgate_wire::sockdir::derived_handshake_port(path)))
 }
@@ -150,20 +159,37 @@ fn handshake(ctx: &zmq::Context, addr: &str, args: &Args, rank: u16) -> Result<S
     // vLLM loads the model between INIT and its registration.
     std::thread::sleep(Duration::from_millis(args.load_ms));
     let mut sockets = Sockets { inputs: Vec::new(), outputs: Vec::new() };
+    // A one-GPU vLLM 0.33 engine's registration, whole: vLLM's Rust front end and SMG refuse
+    // one with a field missing.
     let reg = EngineRegistration {
         max_model_len: args.max_model_len,
-        num_gpu_blocks: 16384,
-        block_size: 16,
-        data_parallel_rank: engine_index as u32,
-        data_parallel_size: args.data_parallel_size as u32,
-        max_num_seqs: args.max_num_seqs as u32,
-        vllm_version: "sim".into(),
+        num_gpu_blocks: KV_CAPACITY_TOKENS as u64 / BLOCK_TOKENS as u64,
+        block_size: BLOCK_TOKENS as u32,
         dtype: "bfloat16".into(),
-        kv_events: args.kv_events_endpoint.as_deref().map(|endpoint| KvEventsEndpoints {
-            endpoint: offset_port(endpoint, engine_index as usize),
-            replay_endpoint: args.kv_events_replay_endpoint.as_deref().map(|r| offset_port(r, engine_index as usize)),
-            topic: String::new(),
+        vllm_version: SPOKEN_VLLM_VERSION.into(),
+        world_size: 1,
+        data_parallel_size: args.data_parallel_size as u32,
+        tensor_parallel_size: 1,
+        pipeline_parallel_size: 1,
+        decode_context_parallel_size: 1,
+        data_parallel_rank: engine_index as u32,
+        max_num_seqs: args.max_num_seqs as u32,
+        max_num_batched_tokens: MAX_NUM_BATCHED_TOKENS,
+        instance_id: format!("shardgate-sim-{engine_index}"),
+        kv_cache_size_tokens: Some(KV_CAPACITY_TOKENS as u64),
+        kv_cache_max_concurrency: Some(KV_CAPACITY_TOKENS / args.max_model_len.max(1) as f64),
+        effective_attention_block_size: Some(BLOCK_TOKENS as u32),
+        kv_events_config: args.kv_events_endpoint.as_deref().map(|endpoint| {
+            encode_kv_events_config(&KvEventsEndpoints {
+                endpoint: offset_port(endpoint, engine_index as usize),
+                replay_endpoint: args
+                    .kv_events_replay_endpoint
+                    .as_deref()
+                    .map(|r| offset_port(r, engine_index as usize)),
+                topic: String::new(),
+            })
         }),
+        ..Default::default()
     };
     let mut reg_bytes = Vec::new();
     encode_registration(&reg, &mut reg_bytes);
@@ -206,6 +232,10 @@ struct Sim {
     running: Vec<Running>,
     live_ids: HashSet<String>,
     cached_blocks: HashSet<u64>,
+    /// Prefix-cache lookups since the last scheduler-stats report.
+    prefix_counts: wire::PrefixCounts,
+    /// The error the next ADD is answered with (`--fault error@N`).
+    fail_next: Option<RequestError>,
     started: Instant,
     step: u64,
     deaf: bool,
@@ -245,6 +275,8 @@ impl Sim {
             running: Vec::new(),
             live_ids: HashSet::new(),
             cached_blocks: HashSet::new(),
+            prefix_counts: wire::PrefixCounts::default(),
+            fail_next: None,
             started: Instant::now(),
             step: 0,
             deaf: false,
@@ -466,6 +498,21 @@ impl Sim {
                 return true;
             }
             FaultKind::Garbage => self.garbage = true,
+            FaultKind::RequestError { retryable } => {
+                self.fail_next = Some(if retryable {
+                    RequestError {
+                        code: "kv_load_failed".into(),
+                        message: "KV cache load failed (simulated)".into(),
+                        retryable,
+                    }
+                } else {
+                    RequestError {
+                        code: "internal_error".into(),
+                        message: "simulated request failure".into(),
+                        retryable,
+                    }
+                });
+            }
         }
         false
     }
@@ -490,8 +537,9 @@ impl Sim {
         if req.client_index >= self.sockets.outputs.len() {
             return Err(EngineError::ClientIndex(req.client_index));
         }
-        if req.max_tokens.is_none() {
-            // vLLM answers a request without max_tokens with a request-scoped ERROR.
+        let error = self.fail_next.take();
+        // vLLM answers a request without max_tokens with a request-scoped ERROR.
+        if error.is_some() || req.max_tokens.is_none() {
             self.live_ids.remove(&req.request_id);
             let out = StepOutput {
                 request_id: &req.request_id,
@@ -500,9 +548,11 @@ impl Sim {
                 cached_tokens: None,
                 logprobs: None,
                 prompt_logprobs: None,
+                error: error.as_ref(),
             };
+            let load = self.load();
             self.out_buf.clear();
-            wire::encode_batch(self.engine_index, &[out], &self.load(), self.now_s(), &mut self.out_buf);
+            wire::encode_batch(self.engine_index, &[out], &load, self.now_s(), &mut self.out_buf);
             return self.send_to(req.client_index, false);
         }
         self.waiting.push_back(req);
@@ -516,7 +566,8 @@ impl Sim {
         self.running.retain(|r| r.req.request_id != id);
     }
 
-    fn load(&self) -> Load {
+    /// This step's load; the prefix-cache counts are since the last report, as vLLM's are.
+    fn load(&mut self) -> Load {
         let tokens: usize = self.running.iter().map(|r| r.req.prompt.len() + r.emitted).sum();
         let background = self.args.rank_background_load.iter().find(|(r, _)| *r == self.rank).map_or(0, |(_, n)| *n);
         let kv_cache_usage = (tokens as f64 / KV_CAPACITY_TOKENS).min(1.0);
@@ -525,6 +576,8 @@ impl Sim {
             waiting: self.waiting.len() + background as usize,
             kv_cache_usage: if background > 0 { kv_cache_usage.max(0.9) } else { kv_cache_usage },
             step: self.step,
+            current_wave: self.current_wave,
+            prefix: std::mem::take(&mut self.prefix_counts),
         }
     }
 
@@ -548,7 +601,11 @@ impl Sim {
                 self.cached_blocks.insert(key);
             }
         }
-        hits.min(prompt.len().saturating_sub(1)) as u32
+        let hits = hits.min(prompt.len().saturating_sub(1));
+        self.prefix_counts.requests += 1;
+        self.prefix_counts.queries += prompt.len() as u64;
+        self.prefix_counts.hits += hits as u64;
+        hits as u32
     }
 
     fn admit(&mut self) {
@@ -627,6 +684,7 @@ impl Sim {
                             .prompt_logprobs
                             .filter(|_| !r.sent_first)
                             .map(|k| (r.req.prompt.as_slice(), k.clamp(0, 20) as usize)),
+                        error: None,
                     }
                 })
                 .collect();

@@ -39,7 +39,9 @@ impl fmt::Display for ArgError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ArgError::FaultSyntax(s) => write!(f, "--fault takes KIND@N[:T], got '{s}'"),
-            ArgError::UnknownFault(kind) => write!(f, "unknown fault '{kind}' (die, die-silent, stall, deaf, garbage)"),
+            ArgError::UnknownFault(kind) => {
+                write!(f, "unknown fault '{kind}' (die, die-silent, stall, deaf, garbage, error, error-retryable)")
+            }
             ArgError::FaultRequest(s) => write!(f, "--fault {s}: N must be a positive integer"),
             ArgError::FaultTokens(s) => write!(f, "--fault {s}: T must be a positive integer"),
             ArgError::RankValueSyntax(s) => write!(f, "expected RANK=VALUE, got '{s}'"),
@@ -52,7 +54,7 @@ impl fmt::Display for ArgError {
                 f.write_str("--script needs --model-path (the tokenizer turns script text into tokens)")
             }
             ArgError::NoHandshake => f.write_str("pass --handshake tcp://HOST:PORT or --worker-url ipc://PATH"),
-            ArgError::WorkerUrl => f.write_str("--worker-url must be ipc://PATH"),
+            ArgError::WorkerUrl => f.write_str("--worker-url must be ipc://PATH or tcp://IP:PORT"),
         }
     }
 }
@@ -323,7 +325,7 @@ mod tests {
             (ArgError::FaultSyntax("die".into()).to_string(), "--fault takes KIND@N[:T], got 'die'".into()),
             (
                 ArgError::UnknownFault("boom".into()).to_string(),
-                "unknown fault 'boom' (die, die-silent, stall, deaf, garbage)".into(),
+                "unknown fault 'boom' (die, die-silent, stall, deaf, garbage, error, error-retryable)".into(),
             ),
             (ArgError::FaultRequest("die@0".into()).to_string(), "--fault die@0: N must be a positive integer".into()),
             (
@@ -342,7 +344,7 @@ mod tests {
                 "--script needs --model-path (the tokenizer turns script text into tokens)".into(),
             ),
             (ArgError::NoHandshake.to_string(), "pass --handshake tcp://HOST:PORT or --worker-url ipc://PATH".into()),
-            (ArgError::WorkerUrl.to_string(), "--worker-url must be ipc://PATH".into()),
+            (ArgError::WorkerUrl.to_string(), "--worker-url must be ipc://PATH or tcp://IP:PORT".into()),
             (
                 ScriptError::Read { path: "s.jsonl".into(), source: io() }.to_string(),
                 format!("cannot read script s.jsonl: {}", io()),
@@ -411,7 +413,10 @@ mod tests {
             (EngineError::ClientIndex(4).to_string(), "client_index 4 out of range: the output thread crashes".into()),
             (EngineError::NoOutputSocket(4).to_string(), "no output socket for client 4".into()),
             (EngineError::Send(zmq).to_string(), format!("output send failed: {zmq}")),
-            (EngineError::from(ArgError::WorkerUrl).to_string(), "--worker-url must be ipc://PATH".into()),
+            (
+                EngineError::from(ArgError::WorkerUrl).to_string(),
+                "--worker-url must be ipc://PATH or tcp://IP:PORT".into(),
+            ),
         ];
         for (got, want) in cases {
             assert_eq!(got, want);

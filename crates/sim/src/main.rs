@@ -55,7 +55,8 @@ pub struct Args {
     /// TokenSpeed: send no load snapshot (all four tail values 0), as a build without one does.
     #[arg(long = "no-load-snapshot")]
     pub no_load_snapshot: bool,
-    /// Derive the handshake address from a gateway worker URL `ipc://PATH`, as the gateway does.
+    /// Derive the handshake address from a gateway worker URL `ipc://PATH` as the gateway does,
+    /// or take a `tcp://IP:PORT` worker URL's address.
     #[arg(long = "worker-url")]
     pub worker_url: Option<String>,
     /// Model directory: loads `tokenizer.json` for `--script` and readable seeded output.
@@ -113,8 +114,11 @@ pub struct Args {
     /// Inject a fault when request number N (1-based, counting ADDs) arrives: `die` (send
     /// ENGINE_CORE_DEAD and exit), `die-silent` (exit without a word), `stall` (keep reading,
     /// stop sending outputs), `deaf` (stop reading requests), `garbage` (send undecodable
-    /// batches). `KIND@N:T` fires instead once request N has been sent T tokens (a fault in
-    /// the middle of a stream). Repeatable.
+    /// batches), `error` / `error-retryable` (answer request N with an ERROR finish carrying a
+    /// vLLM 0.33 `RequestError`, not retryable / retryable; the engine stays up; vLLM wire
+    /// only). `KIND@N:T`
+    /// fires instead once request N has been sent T tokens (a fault in the middle of a stream;
+    /// not for the request errors). Repeatable.
     #[arg(long = "fault", value_name = "KIND@N[:T]", value_parser = parse_fault)]
     pub faults: Vec<Fault>,
     /// Append every received message (ADD, ABORT, UTILITY; TokenSpeed also `invalid` for a
@@ -139,6 +143,10 @@ pub enum FaultKind {
     Stall,
     Deaf,
     Garbage,
+    /// Fail the request with a vLLM 0.33 `RequestError`, retryable or not; the engine stays up.
+    RequestError {
+        retryable: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,8 +169,14 @@ fn parse_fault(s: &str) -> Result<Fault, ArgError> {
         "stall" => FaultKind::Stall,
         "deaf" => FaultKind::Deaf,
         "garbage" => FaultKind::Garbage,
+        "error" => FaultKind::RequestError { retryable: false },
+        "error-retryable" => FaultKind::RequestError { retryable: true },
         other => return Err(ArgError::UnknownFault(other.to_string())),
     };
+    if tokens.is_some() && matches!(kind, FaultKind::RequestError { .. }) {
+        // A request error answers the request that fires it, on its arrival.
+        return Err(ArgError::FaultSyntax(s.to_string()));
+    }
     let at_request = n.parse::<u64>().ok().filter(|&n| n >= 1).ok_or_else(|| ArgError::FaultRequest(s.to_string()))?;
     let after_tokens = match tokens {
         None => 0,

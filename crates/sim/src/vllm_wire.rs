@@ -4,6 +4,7 @@
 use shardgate_wire::msgpack::{DecodeResult, Kind, Reader, Writer};
 
 use crate::error::RequestError;
+use shardgate_wire::RequestError as EngineRequestError;
 
 /// The parts of an `EngineCoreRequest` the simulator acts on.
 #[derive(Debug, Clone, Default)]
@@ -164,16 +165,31 @@ pub struct StepOutput<'a> {
     pub logprobs: Option<usize>,
     /// Prompt logprobs (top-k) for the whole prompt, on the first output.
     pub prompt_logprobs: Option<(&'a [u32], usize)>,
+    /// With an ERROR finish: the request-scoped error, as 0.33 sends it.
+    pub error: Option<&'a EngineRequestError>,
 }
 
+/// What a step reports in `SchedulerStats`.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Load {
     pub running: usize,
     pub waiting: usize,
     pub kv_cache_usage: f64,
     pub step: u64,
+    pub current_wave: u64,
+    pub prefix: PrefixCounts,
 }
 
-/// An `EngineCoreOutputs` batch in the 0.33 layout.
+/// Prefix-cache lookups since the last report (`PrefixCacheStats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PrefixCounts {
+    pub requests: u64,
+    /// Prompt tokens looked up.
+    pub queries: u64,
+    /// Of those, tokens found cached.
+    pub hits: u64,
+}
+
 /// An output batch with no outputs that tells client 0 a DP wave finished (MoE groups).
 pub fn encode_wave_complete(engine_index: u32, wave: u64, timestamp: f64, out: &mut Vec<u8>) {
     let mut w = Writer::new(out);
@@ -209,24 +225,68 @@ pub fn encode_batch(engine_index: u32, outputs: &[StepOutput<'_>], load: &Load, 
     for o in outputs {
         encode_output(&mut w, o);
     }
-    w.map_wide(6);
+    encode_scheduler_stats(&mut w, load);
+    w.f64(timestamp);
+    for _ in 0..4 {
+        w.nil(); // utility_output, finished_requests, wave_complete, start_wave
+    }
+    w.str("default");
+}
+
+/// `SchedulerStats` as a vLLM 0.33 engine sends it: msgspec's encoding of the dataclass, every
+/// field in order (vLLM's Rust front end and SMG require all of them), what the simulator does
+/// not model at its default.
+fn encode_scheduler_stats(w: &mut Writer<'_>, load: &Load) {
+    w.map_wide(18);
     w.str("num_running_reqs");
     w.uint(load.running as u64);
     w.str("num_waiting_reqs");
     w.uint(load.waiting as u64);
     w.str("num_skipped_waiting_reqs");
     w.uint(0);
+    w.str("num_kv_fetch_reqs_by_stage");
+    w.map(0);
     w.str("step_counter");
     w.uint(load.step);
     w.str("current_wave");
-    w.uint(0);
+    w.uint(load.current_wave);
     w.str("kv_cache_usage");
     w.f64(load.kv_cache_usage);
-    w.f64(timestamp);
-    for _ in 0..4 {
-        w.nil(); // utility_output, finished_requests, wave_complete, start_wave
+    w.str("iteration_details");
+    w.nil();
+    w.str("prefix_cache_stats");
+    w.map(8);
+    w.str("reset");
+    w.bool(false);
+    for (key, v) in [
+        ("requests", load.prefix.requests),
+        ("queries", load.prefix.queries),
+        ("hits", load.prefix.hits),
+        ("preempted_requests", 0),
+        ("preempted_queries", 0),
+        ("preempted_hits", 0),
+    ] {
+        w.str(key);
+        w.uint(v);
     }
-    w.str("default");
+    w.str("hits_by_source");
+    w.map(0);
+    w.str("connector_prefix_cache_stats");
+    w.nil();
+    w.str("kv_cache_eviction_events");
+    w.array(0);
+    for key in ["spec_decoding_stats", "kv_connector_stats", "ec_connector_stats"] {
+        w.str(key);
+        w.nil();
+    }
+    for key in ["waiting_lora_adapters", "running_lora_adapters"] {
+        w.str(key);
+        w.map(0);
+    }
+    for key in ["cudagraph_stats", "perf_stats"] {
+        w.str(key);
+        w.nil();
+    }
 }
 
 fn encode_output(w: &mut Writer<'_>, o: &StepOutput<'_>) {
@@ -276,8 +336,21 @@ fn encode_output(w: &mut Writer<'_>, o: &StepOutput<'_>) {
     }
     w.nil(); // routed experts
     w.uint(0); // num_nans_in_logits
-    for _ in 14..19 {
+    for _ in 14..18 {
         w.nil();
+    }
+    match o.error {
+        // A dataclass: msgspec writes every field as a map.
+        Some(e) => {
+            w.map(3);
+            w.str("code");
+            w.str(&e.code);
+            w.str("message");
+            w.str(&e.message);
+            w.str("retryable");
+            w.bool(e.retryable);
+        }
+        None => w.nil(),
     }
 }
 
@@ -344,5 +417,68 @@ pub fn encode_utility_reply(call_id: u64, result_bool: bool, timestamp: f64, out
     w.bool(result_bool);
     for _ in 5..9 {
         w.nil();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Messages vLLM 0.33's own structs encoded (tools/wire-fixtures/vllm-0.33.sh).
+    fn fixture_0_33(case: &str) -> Vec<u8> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/wire/vllm/structs-0.33.0.json");
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let hex = v["cases"][case]["frames"][0][0].as_str().unwrap();
+        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
+    }
+
+    /// Every map key under a value, depth first: the shape of a msgspec-encoded dataclass.
+    fn keys(r: &mut Reader<'_>, out: &mut Vec<String>) -> DecodeResult<()> {
+        match r.peek_kind()? {
+            Kind::Map => {
+                for _ in 0..r.map_len()? {
+                    out.push(r.str()?.to_string());
+                    keys(r, out)?;
+                }
+            }
+            Kind::Array => {
+                for _ in 0..r.array_len()? {
+                    keys(r, out)?;
+                }
+            }
+            _ => r.skip()?,
+        }
+        Ok(())
+    }
+
+    /// The keys of a batch's `scheduler_stats` (its third field).
+    fn stats_keys(batch: &[u8]) -> Vec<String> {
+        let mut r = Reader::new(batch);
+        r.array_len().unwrap();
+        r.skip().unwrap();
+        r.skip().unwrap();
+        let mut out = Vec::new();
+        keys(&mut r, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn scheduler_stats_have_every_0_33_field_in_order() {
+        let load = Load { running: 3, waiting: 2, kv_cache_usage: 0.75, step: 42, ..Default::default() };
+        let mut ours = Vec::new();
+        encode_batch(1, &[], &load, 1024.5, &mut ours);
+        let theirs = stats_keys(&fixture_0_33("outputs"));
+        // The fixture's one in-flight KV fetch is a key the simulator never has.
+        let theirs: Vec<_> = theirs.into_iter().filter(|k| k != "loading").collect();
+        assert_eq!(stats_keys(&ours), theirs);
+        assert_eq!(theirs.len(), 18 + 8);
+    }
+
+    #[test]
+    fn decodes_a_0_33_add() {
+        let add = decode_add(&fixture_0_33("add")).unwrap();
+        assert_eq!((add.request_id.as_str(), add.prompt.as_slice()), ("r-1", &[1, 2, 3][..]));
+        assert_eq!((add.max_tokens, add.temperature, add.seed), (Some(4), 0.0, Some(7)));
+        assert_eq!(add.stop_token_ids, [151645]);
     }
 }

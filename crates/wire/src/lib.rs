@@ -20,5 +20,5 @@ pub mod tokenspeed;
 pub mod vllm;
 pub mod zmtp;
 
-pub use output::{FinishReason, Logprobs, StopReason, TokenEvent};
+pub use output::{FinishReason, Logprobs, RequestError, StopReason, TokenEvent};
 pub use request::{Constraint, EngineRequest, SamplingParams};

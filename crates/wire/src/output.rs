@@ -59,5 +59,35 @@ pub struct TokenEvent {
     /// Prompt tokens served from the engine's prefix cache (first event after prefill).
     pub cached_tokens: Option<u32>,
     /// Request-scoped engine error (ERROR finish), as the engine described it.
-    pub error: Option<String>,
+    pub error: Option<RequestError>,
+}
+
+/// A request-scoped engine error (vLLM 0.33's `RequestError`): the request failed, the engine
+/// stays healthy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestError {
+    /// The engine's classification (`kv_load_failed`, `internal_error`, ...); empty when the
+    /// wire carries none.
+    pub code: String,
+    pub message: String,
+    /// The engine says the same request may succeed if sent again (e.g. a KV-cache load that
+    /// failed); false for errors the request itself causes.
+    pub retryable: bool,
+}
+
+impl RequestError {
+    /// An error the gateway describes itself, not to be retried.
+    pub fn fatal(message: impl Into<String>) -> Self {
+        RequestError { code: String::new(), message: message.into(), retryable: false }
+    }
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.code.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.code, self.message)
+        }
+    }
 }

@@ -43,6 +43,11 @@ pub enum HandshakeError {
         path: String,
         source: io::Error,
     },
+    /// A `tcp://` worker's data socket (`address` with port 0: a free port).
+    BindTcp {
+        address: String,
+        source: io::Error,
+    },
     /// Watching a socket from the control shard's runtime.
     Attach(io::Error),
     /// Receiving on the handshake socket (libzmq's text).
@@ -96,6 +101,7 @@ impl fmt::Display for HandshakeError {
                 write!(f, "cannot bind handshake address {address}: {source} (another process may hold the port)")
             }
             HandshakeError::BindIpc { path, source } => write!(f, "cannot bind ipc://{path}: {source}"),
+            HandshakeError::BindTcp { address, source } => write!(f, "cannot bind tcp://{address}: {source}"),
             HandshakeError::Attach(e) | HandshakeError::ReceiveInput(e) => e.fmt(f),
             HandshakeError::TimedOut { waiting_for, secs } => {
                 write!(f, "startup handshake timed out while waiting for {waiting_for} after {secs}s")
@@ -129,7 +135,7 @@ impl std::error::Error for HandshakeError {
             HandshakeError::Sockets(e) => Some(e),
             HandshakeError::CreateSocket(e) | HandshakeError::Setup(e) | HandshakeError::Receive(e) => Some(e),
             HandshakeError::BindHandshake { source, .. } => Some(source),
-            HandshakeError::BindIpc { source, .. } => Some(source),
+            HandshakeError::BindIpc { source, .. } | HandshakeError::BindTcp { source, .. } => Some(source),
             HandshakeError::Attach(e) | HandshakeError::ReceiveInput(e) => Some(e),
             HandshakeError::UndecodableStatus(e) | HandshakeError::UndecodableRegistration(e) => Some(e),
             HandshakeError::SendInit { source, .. } => Some(source),
@@ -181,8 +187,6 @@ pub async fn connect(
     socket_root: Option<&std::path::Path>,
     timeout: Duration,
 ) -> Result<Connected, HandshakeError> {
-    let files = sockdir::prepare(&worker.path, worker.backend.socket_pairs(shards), socket_root)
-        .map_err(HandshakeError::Sockets)?;
     let handshake = zmq_ctx.socket(zmq::ROUTER).map_err(HandshakeError::CreateSocket)?;
     handshake.set_linger(0).map_err(HandshakeError::Setup)?;
     handshake
@@ -193,18 +197,17 @@ pub async fn connect(
         worker.url,
         worker.engine_count
     );
-    let mut inputs = Vec::with_capacity(files.len());
-    let mut outputs = Vec::with_capacity(files.len());
-    for (input_path, output_path) in &files {
-        let bind = |kind, path: &str| {
-            zmtp::Socket::bind(kind, path).map_err(|source| HandshakeError::BindIpc { path: path.to_string(), source })
-        };
-        let input = zmtp::Attached::attach(bind(Kind::Router, input_path)?).map_err(HandshakeError::Attach)?;
-        inputs.push(input);
-        outputs.push(bind(Kind::Pull, output_path)?);
+    let pairs = bind_pairs(worker, shards, socket_root)?;
+    let mut inputs = Vec::with_capacity(pairs.len());
+    let mut outputs = Vec::with_capacity(pairs.len());
+    for (input, output) in pairs {
+        inputs.push(zmtp::Attached::attach(input).map_err(HandshakeError::Attach)?);
+        outputs.push(output);
     }
-    let input_addrs: Vec<String> = files.iter().map(|(i, _)| format!("ipc://{i}")).collect();
-    let output_addrs: Vec<String> = files.iter().map(|(_, o)| format!("ipc://{o}")).collect();
+    // A TCP socket's path is its `tcp://` address as bound; a socket file's is the bare path.
+    let address = |path: &str| if worker.tcp.is_some() { path.to_string() } else { format!("ipc://{path}") };
+    let input_addrs: Vec<String> = inputs.iter().map(|i| address(&i.path())).collect();
+    let output_addrs: Vec<String> = outputs.iter().map(|o| address(o.path())).collect();
     let mut init = Vec::with_capacity(256);
     vllm::handshake::encode_init(&input_addrs, &output_addrs, &mut init);
 
@@ -213,6 +216,29 @@ pub async fn connect(
     let engines = exchange(&handshake, &inputs, &wire, timeout).await?;
     let pairs = inputs.into_iter().map(zmtp::Attached::detach).zip(outputs).collect();
     Ok(Connected { pairs, engines })
+}
+
+/// The worker's (input ROUTER, output PULL) pairs: socket files for an `ipc://` worker, free
+/// ports on the handshake's IP for a `tcp://` one.
+fn bind_pairs(
+    worker: &WorkerConfig,
+    shards: usize,
+    socket_root: Option<&std::path::Path>,
+) -> Result<Vec<(zmtp::Socket, zmtp::Socket)>, HandshakeError> {
+    let count = worker.backend.socket_pairs(shards);
+    if let Some(addr) = worker.tcp {
+        let any_port = std::net::SocketAddr::new(addr.ip(), 0);
+        let bind = |kind| {
+            zmtp::Socket::bind_tcp(kind, any_port)
+                .map_err(|source| HandshakeError::BindTcp { address: any_port.to_string(), source })
+        };
+        return (0..count).map(|_| Ok((bind(Kind::Router)?, bind(Kind::Pull)?))).collect();
+    }
+    let files = sockdir::prepare(&worker.path, count, socket_root).map_err(HandshakeError::Sockets)?;
+    let bind = |kind, path: &str| {
+        zmtp::Socket::bind(kind, path).map_err(|source| HandshakeError::BindIpc { path: path.to_string(), source })
+    };
+    files.iter().map(|(input, output)| Ok((bind(Kind::Router, input)?, bind(Kind::Pull, output)?))).collect()
 }
 
 /// What the exchange needs to know about the worker.

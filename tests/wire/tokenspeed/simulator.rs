@@ -12,7 +12,7 @@ use shardgate_wire::tokenspeed::handshake::{decode_registration, decode_status, 
 use shardgate_wire::tokenspeed::output::decode_batch;
 use shardgate_wire::tokenspeed::request::{encode_abort, encode_add, encode_ping};
 use shardgate_wire::tokenspeed::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD};
-use shardgate_wire::{FinishReason, SamplingParams, StopReason, TokenEvent};
+use shardgate_wire::{FinishReason, RequestError, SamplingParams, StopReason, TokenEvent};
 
 use super::request;
 use super::sim_bin::sim_binary;
@@ -239,7 +239,7 @@ fn simulator_speaks_tokenspeed() {
     assert_eq!(f.len(), 1);
     assert_eq!((f[0].1.finish, f[0].1.token_ids.len()), (Some(FinishReason::Abort), 0));
     RequestFinish::new(&refused).apply(&mut f[0].1);
-    assert_eq!(f[0].1.error.as_deref(), Some(REFUSED));
+    assert_eq!(f[0].1.error, Some(RequestError::fatal(REFUSED)));
 
     // Sampled-token logprobs, one per token.
     c.add(r1, "g", SamplingParams { max_tokens: 3, logprobs: Some(0), ..Default::default() }, true);

@@ -12,7 +12,7 @@
 //!   engine started without `--enable-output-logprobs`) arrives as `abort` with no tokens and no
 //!   reason; to the client that is an error, not a cancelled request.
 
-use crate::{FinishReason, SamplingParams, StopReason, TokenEvent};
+use crate::{FinishReason, RequestError, SamplingParams, StopReason, TokenEvent};
 
 /// The error text for an `abort` before the first token.
 pub const REFUSED: &str = "the TokenSpeed engine aborted the request before its first token; the wire carries no \
@@ -75,7 +75,7 @@ impl RequestFinish {
             }
             Some(FinishReason::Abort) if self.emitted == 0 => {
                 ev.finish = Some(FinishReason::Error);
-                ev.error = Some(REFUSED.into());
+                ev.error = Some(RequestError::fatal(REFUSED));
             }
             _ => {}
         }
@@ -142,7 +142,7 @@ mod tests {
         let mut refused = ev(&[], Some(FinishReason::Abort));
         RequestFinish::new(&params(false, &[], 0)).apply(&mut refused);
         assert_eq!(refused.finish, Some(FinishReason::Error));
-        assert_eq!(refused.error.as_deref(), Some(REFUSED));
+        assert_eq!(refused.error, Some(RequestError::fatal(REFUSED)));
         let mut f = RequestFinish::new(&params(false, &[], 0));
         f.apply(&mut ev(&[3], None));
         let mut late = ev(&[], Some(FinishReason::Abort));

@@ -157,7 +157,14 @@ impl EngineRegistration {
             max_num_seqs: self.max_num_seqs,
             vllm_version: self.vllm_version.clone(),
             dtype: self.dtype.clone(),
-            kv_events: None,
+            world_size: self.world_size,
+            tensor_parallel_size: self.tensor_parallel_size,
+            pipeline_parallel_size: self.pipeline_parallel_size,
+            decode_context_parallel_size: self.decode_context_parallel_size,
+            max_num_batched_tokens: u32::try_from(self.max_num_batched_tokens).unwrap_or(u32::MAX),
+            instance_id: self.instance_id.clone(),
+            kv_cache_size_tokens: self.kv_cache_size_tokens,
+            ..Default::default()
         }
     }
 }

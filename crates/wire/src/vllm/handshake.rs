@@ -106,19 +106,96 @@ pub fn decode_init(frame: &[u8]) -> DecodeResult<InitAddresses> {
     Ok(addrs)
 }
 
-/// What an engine reports at registration (`EngineCoreReadyResponse`), the fields we keep.
+/// What an engine reports at registration (`EngineCoreReadyResponse`): every field of 0.33, in
+/// its order. Older releases send a prefix of these keys (0.27.1 the first 18 less the LoRA
+/// and Mamba ones), so what a release lacks keeps its default.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EngineRegistration {
     pub max_model_len: u32,
     pub num_gpu_blocks: u64,
     pub block_size: u32,
-    pub data_parallel_rank: u32,
-    pub data_parallel_size: u32,
-    pub max_num_seqs: u32,
-    pub vllm_version: String,
+    pub dp_stats_address: Option<String>,
     pub dtype: String,
-    /// Where it publishes KV-cache events, when started with them (`kv_events_config`).
-    pub kv_events: Option<KvEventsEndpoints>,
+    pub vllm_version: String,
+    pub world_size: u32,
+    pub data_parallel_size: u32,
+    pub tensor_parallel_size: u32,
+    pub pipeline_parallel_size: u32,
+    pub decode_context_parallel_size: u32,
+    pub data_parallel_rank: u32,
+    pub max_num_seqs: u32,
+    pub max_num_batched_tokens: u32,
+    pub instance_id: String,
+    pub supports_lora: bool,
+    pub max_loras: u32,
+    pub mamba_block_size: Option<u32>,
+    pub kv_cache_size_tokens: Option<u64>,
+    pub kv_cache_max_concurrency: Option<f64>,
+    /// Where the engine publishes KV-cache events, kept as the raw msgpack map.
+    pub kv_events_config: Option<Vec<u8>>,
+    pub weight_transfer_backend: Option<String>,
+    pub enable_sleep_mode: bool,
+    pub supports_draft_weight_updates: bool,
+    pub effective_attention_block_size: Option<u32>,
+    pub coord_store_port: u32,
+    pub coordinator_input_address: Option<String>,
+    pub coordinator_output_address: Option<String>,
+}
+
+/// Decodes a registration leniently: unknown keys are skipped and a nil or missing key keeps
+/// its default, so every release from 0.27.1 on decodes; only `max_model_len` is required.
+pub fn decode_registration(frame: &[u8]) -> DecodeResult<EngineRegistration> {
+    let mut r = Reader::new(frame);
+    let n = r.map_len()?;
+    let mut reg = EngineRegistration::default();
+    for _ in 0..n {
+        let key = r.str()?;
+        if r.peek_kind()? == Kind::Nil {
+            r.skip()?;
+            continue;
+        }
+        let text = |r: &mut Reader<'_>| r.str().map(str::to_string);
+        match key {
+            "max_model_len" => reg.max_model_len = r.u32()?,
+            "num_gpu_blocks" => reg.num_gpu_blocks = r.u64()?,
+            "block_size" => reg.block_size = r.u32()?,
+            "dp_stats_address" => reg.dp_stats_address = Some(text(&mut r)?),
+            "dtype" => reg.dtype = text(&mut r)?,
+            "vllm_version" => reg.vllm_version = text(&mut r)?,
+            "world_size" => reg.world_size = r.u32()?,
+            "data_parallel_size" => reg.data_parallel_size = r.u32()?,
+            "tensor_parallel_size" => reg.tensor_parallel_size = r.u32()?,
+            "pipeline_parallel_size" => reg.pipeline_parallel_size = r.u32()?,
+            "decode_context_parallel_size" => reg.decode_context_parallel_size = r.u32()?,
+            "data_parallel_rank" => reg.data_parallel_rank = r.u32()?,
+            "max_num_seqs" => reg.max_num_seqs = r.u32()?,
+            "max_num_batched_tokens" => reg.max_num_batched_tokens = r.u32()?,
+            "instance_id" => reg.instance_id = text(&mut r)?,
+            "supports_lora" => reg.supports_lora = r.bool()?,
+            "max_loras" => reg.max_loras = r.u32()?,
+            "mamba_block_size" => reg.mamba_block_size = Some(r.u32()?),
+            "kv_cache_size_tokens" => reg.kv_cache_size_tokens = Some(r.u64()?),
+            "kv_cache_max_concurrency" => reg.kv_cache_max_concurrency = Some(r.f64()?),
+            "kv_events_config" => {
+                let raw = r.raw_value()?;
+                // Checked now, so a malformed map refuses the registration, not the routing.
+                decode_kv_events_config(&mut Reader::new(raw))?;
+                reg.kv_events_config = Some(raw.to_vec());
+            }
+            "weight_transfer_backend" => reg.weight_transfer_backend = Some(text(&mut r)?),
+            "enable_sleep_mode" => reg.enable_sleep_mode = r.bool()?,
+            "supports_draft_weight_updates" => reg.supports_draft_weight_updates = r.bool()?,
+            "effective_attention_block_size" => reg.effective_attention_block_size = Some(r.u32()?),
+            "coord_store_port" => reg.coord_store_port = r.u32()?,
+            "coordinator_input_address" => reg.coordinator_input_address = Some(text(&mut r)?),
+            "coordinator_output_address" => reg.coordinator_output_address = Some(text(&mut r)?),
+            _ => r.skip()?,
+        }
+    }
+    if reg.max_model_len == 0 {
+        return Err(DecodeError("registration without max_model_len".into()));
+    }
+    Ok(reg)
 }
 
 /// An engine's KV-event publisher as it resolved it: the PUB endpoint (offset by its rank
@@ -128,6 +205,15 @@ pub struct KvEventsEndpoints {
     pub endpoint: String,
     pub replay_endpoint: Option<String>,
     pub topic: String,
+}
+
+impl EngineRegistration {
+    /// Where the engine publishes KV-cache events, when it was started with them
+    /// (`kv_events_config`, checked when the registration was decoded).
+    pub fn kv_events(&self) -> Option<KvEventsEndpoints> {
+        let raw = self.kv_events_config.as_deref()?;
+        decode_kv_events_config(&mut Reader::new(raw)).ok().flatten()
+    }
 }
 
 /// `kv_events_config`: `None` unless it is enabled with the ZMQ publisher.
@@ -152,75 +238,91 @@ fn decode_kv_events_config(r: &mut Reader<'_>) -> DecodeResult<Option<KvEventsEn
     Ok((enabled && zmq && !out.endpoint.is_empty()).then_some(out))
 }
 
-pub fn decode_registration(frame: &[u8]) -> DecodeResult<EngineRegistration> {
-    let mut r = Reader::new(frame);
-    let n = r.map_len()?;
-    let mut reg = EngineRegistration::default();
-    for _ in 0..n {
-        let key = r.str()?;
-        if r.peek_kind()? == Kind::Nil {
-            r.skip()?;
-            continue;
-        }
-        match key {
-            "max_model_len" => reg.max_model_len = r.u32()?,
-            "num_gpu_blocks" => reg.num_gpu_blocks = r.u64()?,
-            "block_size" => reg.block_size = r.u32()?,
-            "data_parallel_rank" => reg.data_parallel_rank = r.u32()?,
-            "data_parallel_size" => reg.data_parallel_size = r.u32()?,
-            "max_num_seqs" => reg.max_num_seqs = r.u32()?,
-            "vllm_version" => reg.vllm_version = r.str()?.to_string(),
-            "dtype" => reg.dtype = r.str()?.to_string(),
-            "kv_events_config" => reg.kv_events = decode_kv_events_config(&mut r)?,
-            _ => r.skip()?,
-        }
+/// A `kv_events_config` map as vLLM's `KVEventsConfig` encodes it (the simulator's side).
+pub fn encode_kv_events_config(kv: &KvEventsEndpoints) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = Writer::new(&mut out);
+    w.map(5 + usize::from(kv.replay_endpoint.is_some()));
+    w.str("enable_kv_cache_events");
+    w.bool(true);
+    w.str("publisher");
+    w.str("zmq");
+    w.str("endpoint");
+    w.str(&kv.endpoint);
+    if let Some(replay) = &kv.replay_endpoint {
+        w.str("replay_endpoint");
+        w.str(replay);
     }
-    if reg.max_model_len == 0 {
-        return Err(DecodeError("registration without max_model_len".into()));
-    }
-    Ok(reg)
+    w.str("buffer_steps");
+    w.uint(10_000);
+    w.str("topic");
+    w.str(&kv.topic);
+    out
 }
 
-/// Encodes a registration map as an engine does (the simulator's side).
+/// Encodes a registration as a vLLM 0.33 engine does (msgspec's encoding of the dataclass:
+/// every field, in order, nil for None), so front ends that require all of them attach.
 pub fn encode_registration(reg: &EngineRegistration, out: &mut Vec<u8>) {
     let mut w = Writer::new(out);
-    w.map_wide(9);
-    w.str("max_model_len");
-    w.uint(reg.max_model_len as u64);
-    w.str("num_gpu_blocks");
-    w.uint(reg.num_gpu_blocks);
-    w.str("block_size");
-    w.uint(reg.block_size as u64);
-    w.str("dtype");
-    w.str(&reg.dtype);
-    w.str("vllm_version");
-    w.str(&reg.vllm_version);
-    w.str("data_parallel_size");
-    w.uint(reg.data_parallel_size as u64);
-    w.str("data_parallel_rank");
-    w.uint(reg.data_parallel_rank as u64);
-    w.str("max_num_seqs");
-    w.uint(reg.max_num_seqs as u64);
-    w.str("kv_events_config");
-    match &reg.kv_events {
+    w.map_wide(28);
+    uint(&mut w, "max_model_len", Some(reg.max_model_len.into()));
+    uint(&mut w, "num_gpu_blocks", Some(reg.num_gpu_blocks));
+    uint(&mut w, "block_size", Some(reg.block_size.into()));
+    text(&mut w, "dp_stats_address", reg.dp_stats_address.as_deref());
+    text(&mut w, "dtype", Some(&reg.dtype));
+    text(&mut w, "vllm_version", Some(&reg.vllm_version));
+    for (key, v) in [
+        ("world_size", reg.world_size),
+        ("data_parallel_size", reg.data_parallel_size),
+        ("tensor_parallel_size", reg.tensor_parallel_size),
+        ("pipeline_parallel_size", reg.pipeline_parallel_size),
+        ("decode_context_parallel_size", reg.decode_context_parallel_size),
+        ("data_parallel_rank", reg.data_parallel_rank),
+        ("max_num_seqs", reg.max_num_seqs),
+        ("max_num_batched_tokens", reg.max_num_batched_tokens),
+    ] {
+        uint(&mut w, key, Some(v.into()));
+    }
+    text(&mut w, "instance_id", Some(&reg.instance_id));
+    w.str("supports_lora");
+    w.bool(reg.supports_lora);
+    uint(&mut w, "max_loras", Some(reg.max_loras.into()));
+    uint(&mut w, "mamba_block_size", reg.mamba_block_size.map(u64::from));
+    uint(&mut w, "kv_cache_size_tokens", reg.kv_cache_size_tokens);
+    w.str("kv_cache_max_concurrency");
+    match reg.kv_cache_max_concurrency {
+        Some(v) => w.f64(v),
         None => w.nil(),
-        Some(kv) => {
-            w.map(5 + usize::from(kv.replay_endpoint.is_some()));
-            w.str("enable_kv_cache_events");
-            w.bool(true);
-            w.str("publisher");
-            w.str("zmq");
-            w.str("endpoint");
-            w.str(&kv.endpoint);
-            w.str("topic");
-            w.str(&kv.topic);
-            w.str("buffer_steps");
-            w.uint(10_000);
-            if let Some(replay) = &kv.replay_endpoint {
-                w.str("replay_endpoint");
-                w.str(replay);
-            }
-        }
+    }
+    w.str("kv_events_config");
+    match &reg.kv_events_config {
+        Some(raw) => w.raw(raw),
+        None => w.nil(),
+    }
+    text(&mut w, "weight_transfer_backend", reg.weight_transfer_backend.as_deref());
+    w.str("enable_sleep_mode");
+    w.bool(reg.enable_sleep_mode);
+    w.str("supports_draft_weight_updates");
+    w.bool(reg.supports_draft_weight_updates);
+    uint(&mut w, "effective_attention_block_size", reg.effective_attention_block_size.map(u64::from));
+    uint(&mut w, "coord_store_port", Some(reg.coord_store_port.into()));
+    text(&mut w, "coordinator_input_address", reg.coordinator_input_address.as_deref());
+    text(&mut w, "coordinator_output_address", reg.coordinator_output_address.as_deref());
+}
+
+fn uint(w: &mut Writer<'_>, key: &str, v: Option<u64>) {
+    w.str(key);
+    match v {
+        Some(v) => w.uint(v),
+        None => w.nil(),
+    }
+}
+
+fn text(w: &mut Writer<'_>, key: &str, v: Option<&str>) {
+    w.str(key);
+    match v {
+        Some(s) => w.str(s),
+        None => w.nil(),
     }
 }
 
@@ -286,7 +388,12 @@ mod tests {
             max_num_seqs: 8,
             vllm_version: "0.32.0".into(),
             dtype: "float32".into(),
-            kv_events: None,
+            instance_id: "i-1".into(),
+            kv_cache_size_tokens: Some(65536),
+            kv_cache_max_concurrency: Some(64.0),
+            kv_events_config: Some(vec![0x81, 0xa1, b'a', 0x01]),
+            coordinator_input_address: Some("tcp://10.0.0.1:5555".into()),
+            ..Default::default()
         };
         let mut out = Vec::new();
         encode_registration(&reg, &mut out);
@@ -296,10 +403,10 @@ mod tests {
             replay_endpoint: Some("tcp://127.0.0.1:5558".into()),
             topic: String::new(),
         };
-        let with_kv = EngineRegistration { kv_events: Some(kv), ..reg.clone() };
+        let with_kv = EngineRegistration { kv_events_config: Some(encode_kv_events_config(&kv)), ..reg.clone() };
         out.clear();
         encode_registration(&with_kv, &mut out);
-        assert_eq!(decode_registration(&out).unwrap(), with_kv);
+        assert_eq!(decode_registration(&out).unwrap().kv_events(), Some(kv));
         assert!(decode_registration(&[0x80]).is_err());
         assert!(decode_registration(&[]).is_err());
     }
@@ -316,11 +423,11 @@ mod tests {
             replay_endpoint: Some("tcp://*:5558".into()),
             topic: "kv".into(),
         };
-        assert_eq!(reg.kv_events, Some(want));
+        assert_eq!(reg.kv_events(), Some(want));
         // Disabled: `enable_kv_cache_events` false -> no publisher to subscribe to.
         let mut off = real.clone();
         let at = real.windows(2).position(|w| w == [0x73, 0xc3]).unwrap() + 1;
         off[at] = 0xc2;
-        assert_eq!(decode_registration(&off).unwrap().kv_events, None);
+        assert_eq!(decode_registration(&off).unwrap().kv_events(), None);
     }
 }

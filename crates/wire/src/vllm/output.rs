@@ -5,7 +5,7 @@
 
 use super::super::msgpack::{DecodeError, DecodeResult, Kind, Reader};
 use crate::output::LogprobRow;
-use crate::{FinishReason, Logprobs, StopReason, TokenEvent};
+use crate::{FinishReason, Logprobs, RequestError, StopReason, TokenEvent};
 
 /// The load report an engine piggybacks on its outputs (`SchedulerStats`, the part we use).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -140,18 +140,20 @@ fn decode_cached_tokens(r: &mut Reader<'_>) -> DecodeResult<Option<u32>> {
     Ok(cached)
 }
 
-/// `RequestError` map (0.33) → "code: message".
-fn decode_request_error(r: &mut Reader<'_>) -> DecodeResult<String> {
+/// `RequestError` (0.33, a dataclass: a map), leniently: a key of another type or an unknown
+/// key is skipped, a missing one keeps its default (not retryable).
+fn decode_request_error(r: &mut Reader<'_>) -> DecodeResult<RequestError> {
     let n = r.map_len()?;
-    let (mut code, mut message) = ("", "");
+    let mut e = RequestError::fatal("");
     for _ in 0..n {
-        match r.str()? {
-            "code" if r.peek_kind()? == Kind::Str => code = r.str()?,
-            "message" if r.peek_kind()? == Kind::Str => message = r.str()?,
+        match (r.str()?, r.peek_kind()?) {
+            ("code", Kind::Str) => e.code = r.str()?.to_string(),
+            ("message", Kind::Str) => e.message = r.str()?.to_string(),
+            ("retryable", Kind::Bool) => e.retryable = r.bool()?,
             _ => r.skip()?,
         }
     }
-    Ok(format!("{code}: {message}"))
+    Ok(e)
 }
 
 fn decode_scheduler_load(r: &mut Reader<'_>) -> DecodeResult<SchedulerLoad> {

@@ -1,4 +1,5 @@
-//! A bound `ipc://` ZMTP socket (ROUTER or PULL) that a shard drives itself: no I/O thread.
+//! A bound ZMTP socket (ROUTER or PULL; `ipc://` or `tcp://`) that a shard drives itself: no
+//! I/O thread.
 //!
 //! The listener and every accepted peer sit in one epoll set of the socket's own; the shard's
 //! runtime waits on that epoll descriptor (an io_uring poll), and `service` then accepts, reads
@@ -14,6 +15,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::io;
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
@@ -49,10 +51,44 @@ struct Slot {
 /// The epoll token of the listener; peer `i` is `i + 1`.
 const LISTENER: u64 = 0;
 
+/// Where engines dial in: a socket file on this host, or a TCP address (engines on other hosts).
+enum Listener {
+    Unix(UnixListener),
+    Tcp(TcpListener),
+}
+
+impl Listener {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Listener::Unix(l) => l.as_raw_fd(),
+            Listener::Tcp(l) => l.as_raw_fd(),
+        }
+    }
+
+    /// The next connection, non-blocking; a failure to set it up is an accept failure (the
+    /// listener is level-triggered, so the connections behind it are taken on the next wake).
+    fn accept(&self) -> io::Result<OwnedFd> {
+        match self {
+            Listener::Unix(l) => {
+                let (s, _) = l.accept()?;
+                s.set_nonblocking(true)?;
+                Ok(OwnedFd::from(s))
+            }
+            Listener::Tcp(l) => {
+                let (s, _) = l.accept()?;
+                s.set_nonblocking(true)?;
+                // Engine messages are whole frames written at once: Nagle would only delay them.
+                s.set_nodelay(true)?;
+                Ok(OwnedFd::from(s))
+            }
+        }
+    }
+}
+
 pub struct Socket {
     kind: Kind,
     path: String,
-    listener: UnixListener,
+    listener: Listener,
     epoll: OwnedFd,
     slots: Vec<Option<Slot>>,
     /// Where the next receive starts looking, so busy peers take turns.
@@ -75,6 +111,19 @@ impl Socket {
     pub fn bind(kind: Kind, path: &str) -> io::Result<Socket> {
         let listener = UnixListener::bind(path)?;
         listener.set_nonblocking(true)?;
+        Socket::listen(kind, path.to_string(), Listener::Unix(listener))
+    }
+
+    /// Binds `addr` (port 0: a free one); `path()` is then `tcp://IP:PORT` as bound, the
+    /// address to tell the engines.
+    pub fn bind_tcp(kind: Kind, addr: SocketAddr) -> io::Result<Socket> {
+        let listener = TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let bound = listener.local_addr()?;
+        Socket::listen(kind, format!("tcp://{bound}"), Listener::Tcp(listener))
+    }
+
+    fn listen(kind: Kind, path: String, listener: Listener) -> io::Result<Socket> {
         // SAFETY: epoll_create1 returns a new descriptor or -1.
         let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if raw < 0 {
@@ -83,7 +132,7 @@ impl Socket {
         // SAFETY: `raw` is a fresh descriptor that nothing else owns.
         let epoll = unsafe { OwnedFd::from_raw_fd(raw) };
         epoll_ctl(&epoll, libc::EPOLL_CTL_ADD, listener.as_raw_fd(), libc::EPOLLIN as u32, LISTENER)?;
-        Ok(Socket { kind, path: path.to_string(), listener, epoll, slots: Vec::new(), cursor: 0, lost: Vec::new() })
+        Ok(Socket { kind, path, listener, epoll, slots: Vec::new(), cursor: 0, lost: Vec::new() })
     }
 
     pub fn path(&self) -> &str {
@@ -123,8 +172,8 @@ impl Socket {
 
     fn accept_all(&mut self) {
         loop {
-            let stream = match self.listener.accept() {
-                Ok((stream, _)) => stream,
+            let fd = match self.listener.accept() {
+                Ok(fd) => fd,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
                     tracing::warn!("{}: accept failed: {e}", self.path);
@@ -135,11 +184,6 @@ impl Socket {
                 tracing::warn!("{}: refusing a connection: {} peers already", self.path, limits::zmq_peers_max);
                 continue;
             }
-            if let Err(e) = stream.set_nonblocking(true) {
-                tracing::warn!("{}: cannot use an accepted connection: {e}", self.path);
-                continue;
-            }
-            let fd = OwnedFd::from(stream);
             let i = self.slots.iter().position(Option::is_none).unwrap_or(self.slots.len());
             if let Err(e) =
                 epoll_ctl(&self.epoll, libc::EPOLL_CTL_ADD, fd.as_raw_fd(), libc::EPOLLIN as u32, i as u64 + 1)
