@@ -146,7 +146,8 @@ mod tests {
 
     #[test]
     fn status_from_headers() {
-        let cases: [(&str, Option<&str>, Option<(Code, &str)>); 6] = [
+        type Want<'a> = Option<(Code, &'a str)>;
+        let cases: [(&str, Option<&str>, Want); 6] = [
             ("0", None, Some((Code::Ok, ""))),
             (
                 "3",

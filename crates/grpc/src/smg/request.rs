@@ -107,7 +107,8 @@ mod tests {
 
     #[test]
     fn refuses_what_the_service_cannot_say() {
-        let cases: [(&str, fn(&mut EngineRequest)); 6] = [
+        type Edit = fn(&mut EngineRequest);
+        let cases: [(&str, Edit); 6] = [
             ("allowed_token_ids", |r| r.sampling.allowed_token_ids = Some(vec![1])),
             ("bad_words", |r| r.sampling.bad_words_token_ids = vec![vec![1]]),
             ("cache_salt", |r| r.cache_salt = Some("s".into())),

@@ -200,7 +200,8 @@ mod tests {
     #[test]
     fn a_stream_reads_in_order_and_rejects_what_breaks_it() {
         let stop = Some(pb::MatchedStop::Text("END".into()));
-        let cases: Vec<(&str, Vec<pb::GenerateResponse>, Result<Vec<TokenEvent>, ResponseError>)> = vec![
+        type Want = Result<Vec<TokenEvent>, ResponseError>;
+        let cases: Vec<(&str, Vec<pb::GenerateResponse>, Want)> = vec![
             (
                 "two chunks then complete",
                 vec![chunk(&[5], 0), chunk(&[9], 0), complete("stop", stop.clone())],
