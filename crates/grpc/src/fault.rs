@@ -1,7 +1,8 @@
 //! Why a call to a gRPC worker failed, and what the gateway may do about it.
 
 use crate::frame::FrameError;
-use crate::smg::{ResponseError, Unsupported};
+use crate::response_error::ResponseError;
+use crate::smg::Unsupported;
 use crate::status::{Code, Status};
 
 #[derive(Debug)]

@@ -108,3 +108,67 @@ fn management_answers() {
     let h: Vec<pb::HealthCheckResponse> = messages("health_check.response", 5);
     assert_eq!((h[0].healthy, h[0].message.as_str()), (true, "Health"));
 }
+
+/// vLLM's own service (`vllm-rs serve --grpc-port` on the same engine), captured by
+/// `tools/grpc-workers/capture_vllm.py`.
+mod vllm {
+    use super::*;
+    use shardgate_grpc::vllm::{messages as vpb, GenerateReader};
+
+    fn events(name: &str, chunk: usize) -> Vec<TokenEvent> {
+        let mut r = GenerateReader::default();
+        let events: Vec<_> =
+            messages::<vpb::GenerateResponse>(name, chunk).into_iter().filter_map(|m| r.event(m).unwrap()).collect();
+        assert!(r.finished(), "{name}");
+        events
+    }
+
+    #[test]
+    fn the_same_engine_answers_the_same_tokens() {
+        for chunk in [1, 7, 4096] {
+            let greedy = events("vllm_generate_greedy.response", chunk);
+            assert_eq!(tokens(&greedy), GREEDY);
+            let last = greedy.last().unwrap();
+            assert_eq!(
+                (last.finish, &last.stop_reason, last.cached_tokens),
+                (Some(FinishReason::Length), &None, Some(0))
+            );
+            let stopped = events("vllm_generate_stop_token.response", chunk);
+            assert_eq!(tokens(&stopped), GREEDY[..3]);
+            let last = stopped.last().unwrap();
+            assert_eq!(
+                (last.finish, &last.stop_reason),
+                (Some(FinishReason::Stop), &Some(StopReason::TokenId(GREEDY[2])))
+            );
+        }
+    }
+
+    #[test]
+    fn logprobs_with_the_engines_ranks() {
+        let events = events("vllm_generate_logprobs.response", 16);
+        assert_eq!(tokens(&events), GREEDY[..3]);
+        let smg = super::events("generate_logprobs.response", 16);
+        for (v, s) in events.iter().zip(&smg) {
+            // The same engine's numbers through either service.
+            assert_eq!(v.logprobs, s.logprobs);
+        }
+        let prompt = events[0].prompt_logprobs.as_ref().unwrap();
+        assert_eq!(prompt.rows.iter().map(|r| r.token_id).collect::<Vec<_>>(), PROMPT[1..]);
+        assert!(prompt.rows.iter().all(|r| r.logprob < 0.0 && r.rank >= 1 && r.top.len() == 1));
+    }
+
+    #[test]
+    fn control_answers() {
+        let s: Vec<vpb::ServerInfo> = messages("vllm_server_info.response", 5);
+        assert_eq!(
+            (s[0].engine_version.as_str(), s[0].api_version.as_str(), s[0].proto_version.as_str()),
+            ("0.32.0", "vllm", "0.6.0")
+        );
+        assert_eq!(
+            (s[0].max_model_len, s[0].max_running_requests, s[0].parallelism.as_ref().unwrap().data_parallel_size),
+            (1024, 8, 1)
+        );
+        let m: Vec<vpb::ModelInfo> = messages("vllm_model_info.response", 5);
+        assert!(m[0].model_id.ends_with("tiny-chat"));
+    }
+}

@@ -11,8 +11,9 @@ use http::{HeaderMap, Response};
 use prost::Message;
 use shardgate_grpc::frame::{self, FrameError};
 use shardgate_grpc::smg::messages as pb;
-use shardgate_grpc::smg::{ResponseError, SmgClient};
+use shardgate_grpc::smg::SmgClient;
 use shardgate_grpc::status::Code;
+use shardgate_grpc::ResponseError;
 use shardgate_grpc::{Channel, Endpoint, Fault};
 use shardgate_wire::{EngineRequest, SamplingParams, TokenEvent};
 

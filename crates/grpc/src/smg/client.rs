@@ -6,40 +6,17 @@ use shardgate_wire::{EngineRequest, TokenEvent};
 
 use super::messages as pb;
 use super::request::generate_request;
-use super::response::{GenerateReader, ResponseError};
+use super::response::GenerateReader;
 use crate::channel::{Call, Channel};
 use crate::fault::Fault;
+use crate::info::{ModelInfo, RankLoad};
 use crate::limits;
+use crate::response_error::ResponseError;
 
 const SERVICE: &str = "/vllm.grpc.engine.VllmEngine/";
 
 fn path(method: &str) -> String {
     format!("{SERVICE}{method}")
-}
-
-/// What a worker says about its model and engine at registration.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelInfo {
-    pub served_model_name: String,
-    pub model_path: String,
-    pub model_type: String,
-    pub max_model_len: u32,
-    pub vocab_size: u32,
-    pub eos_token_ids: Vec<u32>,
-    /// `"vllm-grpc"` from SMG's servicer.
-    pub server_type: String,
-    pub data_parallel_size: u32,
-    pub max_num_seqs: u32,
-}
-
-/// One data-parallel rank's load, for the same rank table the ZMQ engines' stats feed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RankLoad {
-    pub rank: u32,
-    pub running: u32,
-    pub waiting: u32,
-    /// KV-cache use in [0, 1).
-    pub kv_usage: f64,
 }
 
 #[derive(Clone)]
@@ -89,15 +66,11 @@ impl SmgClient {
         let m: pb::GetModelInfoResponse = self.unary("GetModelInfo", &pb::Empty {}).await?;
         let s: pb::GetServerInfoResponse = self.unary("GetServerInfo", &pb::Empty {}).await?;
         let count = |n: i32, what: &str| u32::try_from(n).map_err(|_| Fault::Decode(format!("negative {what} {n}")));
-        let eos_token_ids = m.eos_token_ids.iter().map(|&id| count(id, "eos_token_id")).collect::<Result<_, _>>()?;
         Ok(ModelInfo {
             served_model_name: m.served_model_name,
             model_path: m.model_path,
-            model_type: m.model_type,
             max_model_len: m.max_context_length,
-            vocab_size: m.vocab_size,
-            eos_token_ids,
-            server_type: s.server_type,
+            server: s.server_type,
             // 0 from a servicer that predates the field: one rank.
             data_parallel_size: count(s.data_parallel_size, "data_parallel_size")?.max(1),
             max_num_seqs: count(s.max_num_seqs, "max_num_seqs")?,

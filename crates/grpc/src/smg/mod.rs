@@ -6,6 +6,6 @@ pub mod messages;
 mod request;
 mod response;
 
-pub use client::{GenerateStream, ModelInfo, RankLoad, SmgClient};
+pub use client::{GenerateStream, SmgClient};
 pub use request::{generate_request, Unsupported};
-pub use response::{finish_reason, GenerateReader, ResponseError};
+pub use response::{finish_reason, GenerateReader};

@@ -14,39 +14,7 @@ use shardgate_wire::output::LogprobRow;
 use shardgate_wire::{FinishReason, Logprobs, StopReason, TokenEvent};
 
 use super::messages as pb;
-
-/// A Generate answer the gateway cannot read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ResponseError {
-    /// A message with neither `chunk` nor `complete` (a field from a newer proto, or garbage
-    /// that happened to parse).
-    Empty,
-    /// A `finish_reason` outside vLLM's set.
-    UnknownFinishReason(String),
-    /// A sample index other than 0: the gateway sends n = 1 and fans out itself.
-    UnexpectedIndex(u32),
-    /// Output after the `complete`.
-    AfterComplete,
-    /// The call ended with status OK but without a `complete`.
-    NoComplete,
-    /// Logprob lists of different lengths.
-    LogprobShape(&'static str),
-}
-
-impl std::fmt::Display for ResponseError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ResponseError::Empty => f.write_str("GenerateResponse with neither chunk nor complete"),
-            ResponseError::UnknownFinishReason(r) => write!(f, "unknown finish_reason {r:?}"),
-            ResponseError::UnexpectedIndex(i) => write!(f, "output for sample index {i} of a single-sample request"),
-            ResponseError::AfterComplete => f.write_str("output after the request's complete message"),
-            ResponseError::NoComplete => f.write_str("Generate ended without its complete message"),
-            ResponseError::LogprobShape(what) => write!(f, "{what} logprob lists of different lengths"),
-        }
-    }
-}
-
-impl std::error::Error for ResponseError {}
+use crate::response_error::ResponseError;
 
 /// vLLM's finish reasons by the names the servicer sends.
 pub fn finish_reason(name: &str) -> Result<FinishReason, ResponseError> {
