@@ -7,8 +7,8 @@
 # per target (0 skips it).
 #
 # Opt-in: SHARDGATE_REAL_VLLM=1 also runs the differential test, the invalid-constraint
-# checks and `serve`'s engine restart against a real vLLM engine (needs
-# tools/real-vllm/setup.sh first; minutes).
+# checks, `serve`'s engine restart and the gRPC worker client (SMG's servicer, vllm-rs) against
+# a real vLLM engine (needs tools/real-vllm/setup.sh first; minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -93,6 +93,9 @@ if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/constraints.py
   step "shardgate serve starting a real vLLM engine, which is SIGKILLed and restarted"
   limited 1800 python3 tests/real_vllm/serve.py
+  step "gRPC worker client against SMG's servicer and vllm-rs on real vLLM engines"
+  limited 1200 tools/grpc-workers/setup.sh
+  SHARDGATE_REAL_VLLM=1 limited 1200 cargo test --release -p shardgate-grpc --test real_servicer --test real_vllm_rs
 fi
 
 step "all tests passed"

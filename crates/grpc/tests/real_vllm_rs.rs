@@ -1,53 +1,26 @@
 //! The client against vLLM's own gRPC services: `vllm-rs serve --grpc-port` attached to a
-//! headless vLLM CPU engine on tiny-chat (`tools/grpc-workers/run-vllm-rs.sh`), at
-//! `SHARDGATE_GRPC_VLLM_RS` (`host:port`); skipped with a message when that is unset.
+//! headless vLLM CPU engine on tiny-chat, at `SHARDGATE_GRPC_VLLM_RS` (`host:port`) when set;
+//! otherwise, with `SHARDGATE_REAL_VLLM=1`, started with `tools/grpc-workers/run-vllm-rs.sh`
+//! (ports from `SHARDGATE_GRPC_VLLM_RS_PORT`, `_HTTP_PORT`, `_HANDSHAKE_PORT`, else free ones);
+//! skipped with a message otherwise.
 
-use std::rc::Rc;
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{request, run, tokens, GREEDY};
 use shardgate_grpc::status::Code;
-use shardgate_grpc::{Channel, Fault, Service, WorkerClient};
-use shardgate_wire::{EngineRequest, FinishReason, SamplingParams, StopReason, TokenEvent};
-
-/// The greedy answer the Python grpcio client got from SMG's servicer on the same model.
-const GREEDY: [u32; 8] = [33361, 147640, 17735, 33361, 40134, 29018, 48962, 136996];
-const PROMPT: [u32; 9] = [785, 6722, 315, 9625, 374, 264, 3283, 304, 4505];
-
-fn request(id: &str, edit: impl FnOnce(&mut SamplingParams)) -> EngineRequest {
-    let mut sampling = SamplingParams { temperature: 0.0, max_tokens: 8, ..SamplingParams::default() };
-    edit(&mut sampling);
-    EngineRequest {
-        request_id: id.into(),
-        prompt_token_ids: PROMPT.to_vec().into(),
-        sampling,
-        arrival_time: 0.0,
-        cache_salt: None,
-        priority: 0,
-    }
-}
-
-async fn run(client: &WorkerClient, req: &EngineRequest) -> Result<Vec<TokenEvent>, Fault> {
-    let mut stream = client.generate(req, None, 60_000).await?;
-    let mut events = Vec::new();
-    while let Some(e) = stream.next().await? {
-        events.push(e);
-    }
-    Ok(events)
-}
-
-fn tokens(events: &[TokenEvent]) -> Vec<u32> {
-    events.iter().flat_map(|e| e.token_ids.iter().copied()).collect()
-}
+use shardgate_grpc::{Fault, Service, WorkerClient};
+use shardgate_wire::{FinishReason, StopReason};
 
 #[test]
 fn against_vllm_rs() {
-    let Ok(addr) = std::env::var("SHARDGATE_GRPC_VLLM_RS") else {
-        eprintln!("skipped: SHARDGATE_GRPC_VLLM_RS is unset (tools/grpc-workers/run-vllm-rs.sh starts one)");
-        return;
-    };
+    let ports =
+        ["SHARDGATE_GRPC_VLLM_RS_PORT", "SHARDGATE_GRPC_VLLM_RS_HTTP_PORT", "SHARDGATE_GRPC_VLLM_RS_HANDSHAKE_PORT"];
+    let Some((addr, _server)) = common::server("SHARDGATE_GRPC_VLLM_RS", "run-vllm-rs.sh", &ports) else { return };
     let mut rt = monoio::RuntimeBuilder::<monoio::FusionDriver>::new().enable_timer().build().unwrap();
     rt.block_on(async move {
-        let channel = Rc::new(Channel::connect(&addr).await.unwrap());
+        let channel = common::ready(&addr, Service::Vllm).await;
         assert_eq!(Service::detect(&channel).await.unwrap(), Service::Vllm);
         let client = WorkerClient::new(Service::Vllm, channel);
         client.health_check().await.unwrap();
