@@ -15,8 +15,8 @@ use super::params::OutputOptions;
 use super::plan::Generation;
 use super::retry::Retry;
 use super::sink::Sink;
+use crate::engine::link::Submission;
 use crate::engine::slot::SlotEvent;
-use crate::engine::zmq::connection::Submission;
 use crate::error::{ApiError, EngineFault};
 use crate::metrics::ErrorType;
 

@@ -11,7 +11,7 @@ use super::invalid::{Field, Invalid, Problem, Refusal};
 use super::params::{self, RequestParams};
 use super::parse::ParseSpec;
 use super::request::{GenerateRequest, Prompt};
-use crate::engine::zmq::connection::EngineLink;
+use crate::engine::link::EngineLink;
 use crate::error::ApiError;
 use crate::limits;
 use crate::metrics::Endpoint;

@@ -29,7 +29,8 @@ use std::rc::Rc;
 use super::choice::ChoiceState;
 use super::plan::Generation;
 use super::submit::submit_all;
-use crate::engine::zmq::connection::{EngineLink, Submission, SubmitError};
+use crate::engine::link::{EngineLink, Submission};
+use crate::engine::submit_error::SubmitError;
 use crate::error::{ApiError, EngineFault};
 
 /// Whether a failed generation is sent once more.

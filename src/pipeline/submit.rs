@@ -6,7 +6,8 @@ use std::rc::Rc;
 use super::choice::ChoiceState;
 use super::parse::OutputParser;
 use super::plan::Generation;
-use crate::engine::zmq::connection::{EngineLink, Submission, SubmitError};
+use crate::engine::link::{EngineLink, Submission};
+use crate::engine::submit_error::SubmitError;
 use crate::engine::EngineRequest;
 use shardgate_util::ids::engine_request_id;
 

@@ -9,7 +9,7 @@ use arc_swap::ArcSwap;
 
 use super::mailbox::{Mailbox, ShardMsg};
 use crate::config::Config;
-use crate::engine::zmq::connection::EngineLink;
+use crate::engine::link::EngineLink;
 use crate::error::ApiError;
 use crate::metrics::ShardMetrics;
 use crate::metrics::{Endpoint, ErrorType};

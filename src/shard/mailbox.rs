@@ -9,20 +9,19 @@ use crossbeam::queue::SegQueue;
 
 /// What one shard can ask of another.
 pub enum ShardMsg {
-    /// Take ownership of this shard's socket pair for `worker` (by key; handshake done).
+    /// Take over this shard's connection to `worker` (by key; connected and ready).
     Attach {
         worker: u64,
         epoch: u64,
-        sockets: crate::engine::zmq::connection::LinkSockets,
-        engines: std::sync::Arc<[crate::engine::zmq::bringup::Engine]>,
+        attachment: crate::engine::link::Attachment,
         ranks: std::sync::Arc<crate::routing::RankTable>,
         done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     },
-    /// Drop the socket pair of `worker` for `epoch`, failing its in-flight requests.
+    /// Drop the connection to `worker` for `epoch`, failing its in-flight requests.
     Detach {
         worker: u64,
         epoch: u64,
-        reason: crate::engine::zmq::loss::LinkLoss,
+        reason: crate::engine::loss::LinkLoss,
         done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     },
     /// `worker` (by key) left the registry: forget what routing remembers of it.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use super::context::{ShardCtx, Shared};
 use super::mailbox::ShardMsg;
-use crate::engine::zmq::connection::EngineLink;
-use crate::engine::zmq::loss::LinkLoss;
+use crate::engine::link::EngineLink;
+use crate::engine::loss::LinkLoss;
 use crate::workers::jobs;
 
 /// This shard's context, with the task that handles its mailbox running.
@@ -26,10 +26,10 @@ pub fn start(shared: Arc<Shared>, index: usize) -> Rc<ShardCtx> {
 
 fn handle(ctx: &Rc<ShardCtx>, msg: ShardMsg) {
     match msg {
-        ShardMsg::Attach { worker, epoch, sockets, engines, ranks, done } => {
+        ShardMsg::Attach { worker, epoch, attachment, ranks, done } => {
             if let Some(w) = ctx.shared.registry.snapshot().iter().find(|w| w.key == worker) {
                 let silence_s = ctx.shared.config.engine_silence_s;
-                match EngineLink::start(w.clone(), epoch, ctx.index as u32, sockets, engines, ranks, silence_s) {
+                match EngineLink::start(w.clone(), epoch, ctx.index as u32, attachment, ranks, silence_s) {
                     Ok(link) => {
                         ctx.links.borrow_mut().insert(worker, link);
                     }

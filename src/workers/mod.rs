@@ -22,7 +22,7 @@ use arc_swap::ArcSwapOption;
 use serde_json::{Map, Value};
 
 use crate::config::{Backend, WorkerConfig};
-use crate::engine::zmq::loss::LinkLoss;
+use crate::engine::loss::LinkLoss;
 use crate::routing::RankTable;
 
 /// Lifecycle states (SMG's "Worker Lifecycle").

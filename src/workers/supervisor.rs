@@ -12,10 +12,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Worker, WorkerStatus};
+use crate::engine::link::Attachment;
+use crate::engine::loss::LinkLoss;
 use crate::engine::zmq::bringup::{self, HandshakeError};
-use crate::engine::zmq::connection::LinkSockets;
 use crate::engine::zmq::hub::Hub;
-use crate::engine::zmq::loss::LinkLoss;
+use crate::engine::zmq::transport::{LinkSockets, ZmqAttachment};
 use crate::limits;
 use crate::routing::RankTable;
 use crate::shard::mailbox::ShardMsg;
@@ -195,8 +196,7 @@ async fn serve_connection(
         shared.mailboxes[k].post(ShardMsg::Attach {
             worker: worker.key,
             epoch,
-            sockets,
-            engines: engines.clone(),
+            attachment: Attachment::Zmq(ZmqAttachment { sockets, engines: engines.clone() }),
             ranks: ranks.clone(),
             done: done.clone(),
         });

@@ -1,14 +1,13 @@
-//! The gateway's links to ZMQ engines on this host (`ipc://` workers), over the codecs and the
-//! ZMTP of `shardgate_wire`.
+//! The transport to ZMQ engines on this host (`ipc://` workers), over the codecs and the ZMTP
+//! of `shardgate_wire`.
 //!
 //! Layout: `handshake_socket` drives the libzmq handshake socket through `ZMQ_FD` readiness (no
 //! thread of ours ever blocks in libzmq); `bringup` binds a worker's sockets and runs
-//! HELLO/INIT/registration/READY with each of its engines;
-//! `connection` is one shard's link to one worker (`loss` says why one closed); `hub` relays the
-//! shards' traffic through the owner shard for an engine that serves one socket pair.
+//! HELLO/INIT/registration/READY with each of its engines; `transport` carries one shard's
+//! messages to the group once connected; `hub` relays the shards' traffic through the owner
+//! shard for an engine that serves one socket pair.
 
 pub mod bringup;
-pub mod connection;
 pub mod handshake_socket;
 pub mod hub;
-pub mod loss;
+pub mod transport;
