@@ -62,6 +62,14 @@ impl WorkerClient {
         }
     }
 
+    /// The connection its calls go over.
+    pub fn channel(&self) -> &Rc<Channel> {
+        match self {
+            WorkerClient::Smg(c) => c.channel(),
+            WorkerClient::Vllm(c) => c.channel(),
+        }
+    }
+
     /// `dp_rank` pins a data-parallel rank where the service can (SMG's; vLLM's own front end
     /// balances its ranks itself).
     pub async fn generate(

@@ -29,6 +29,10 @@ impl SmgClient {
         SmgClient { channel }
     }
 
+    pub fn channel(&self) -> &Rc<Channel> {
+        &self.channel
+    }
+
     async fn unary<M: prost::Message + Default>(
         &self,
         method: &str,

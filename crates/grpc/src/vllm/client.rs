@@ -24,6 +24,10 @@ pub struct VllmClient {
 }
 
 impl VllmClient {
+    pub fn channel(&self) -> &Rc<Channel> {
+        &self.channel
+    }
+
     pub fn new(channel: Rc<Channel>) -> VllmClient {
         VllmClient { channel }
     }
