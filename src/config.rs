@@ -316,6 +316,20 @@ pub struct WorkerConfig {
     /// The engine process `serve` supervises for this worker (none for engines started by
     /// hand): `GET /workers` shows its state, and its restarts trigger a re-bind at once.
     pub engine: Option<EngineHandle>,
+    /// `host:port` of a `grpc://` worker (engines on another host, over HTTP/2); `None` for
+    /// `ipc://` (ZMQ) workers.
+    pub grpc_addr: Option<String>,
+}
+
+impl WorkerConfig {
+    /// SMG's `connection_mode` of the worker.
+    pub fn connection_mode(&self) -> &'static str {
+        if self.grpc_addr.is_some() {
+            "grpc"
+        } else {
+            "zmq"
+        }
+    }
 }
 
 /// The validated configuration of a running gateway.
@@ -421,6 +435,14 @@ impl Config {
         let mut workers: Vec<WorkerConfig> = Vec::with_capacity(a.worker_urls.len());
         for url in &a.worker_urls {
             let refused = |reason: WorkerRefusal| ConfigError::Worker { url: url.clone(), reason };
+            if url.starts_with(crate::workers::grpc::URL_SCHEME) {
+                let worker = crate::workers::grpc::worker_config(url, backend).map_err(refused)?;
+                if let Some(other) = workers.iter().find(|w| w.grpc_addr == worker.grpc_addr) {
+                    return Err(refused(WorkerRefusal::Duplicate { url: url.clone(), other: other.url.clone() }));
+                }
+                workers.push(worker);
+                continue;
+            }
             let path = url
                 .strip_prefix("ipc://")
                 .ok_or_else(|| refused(WorkerRefusal::NotIpc))
@@ -436,6 +458,7 @@ impl Config {
                 engine_count: a.zmq_engine_count,
                 handshake_address: None,
                 engine: None,
+                grpc_addr: None,
             });
         }
         check_handshake_collisions(&workers)?;
@@ -581,7 +604,7 @@ pub fn parse_backend(b: &str, url: &str) -> Result<Backend, WorkerRefusal> {
 /// Two worker paths that derive one handshake port cannot both be bound.
 fn check_handshake_collisions(workers: &[WorkerConfig]) -> Result<(), ConfigError> {
     let mut seen: Vec<(String, &str)> = Vec::new();
-    for w in workers {
+    for w in workers.iter().filter(|w| w.grpc_addr.is_none()) {
         let addr = handshake_address(w);
         if let Some((_, other)) = seen.iter().find(|(a, _)| *a == addr) {
             let reason = WorkerRefusal::HandshakeAddressTaken { address: addr, other: other.to_string() };

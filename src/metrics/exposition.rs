@@ -158,7 +158,12 @@ fn worker_metrics(out: &mut String, shards: &[&ShardMetrics], shared: &Shared, m
         workers.len()
     );
     let labels = |w: &crate::workers::Worker| {
-        format!("worker=\"{}\",connection_mode=\"zmq\",runtime_type=\"{}\"", label(w.url()), w.backend().as_str())
+        format!(
+            "worker=\"{}\",connection_mode=\"{}\",runtime_type=\"{}\"",
+            label(w.url()),
+            w.config.connection_mode(),
+            w.backend().as_str()
+        )
     };
     header(out, "smg_worker_health", "gauge", "1 when the worker takes requests.");
     for w in workers.iter() {

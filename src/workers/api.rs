@@ -145,7 +145,9 @@ fn push_worker(out: &mut String, w: &Worker) {
     push_str(out, &w.id);
     out.push_str(",\"url\":");
     push_str(out, w.url());
-    out.push_str(",\"connection_mode\":\"zmq\",\"runtime_type\":");
+    out.push_str(",\"connection_mode\":");
+    push_str(out, w.config.connection_mode());
+    out.push_str(",\"runtime_type\":");
     push_str(out, w.backend().as_str());
     out.push_str(",\"worker_type\":\"regular\",\"status\":");
     push_str(out, w.status().as_str());

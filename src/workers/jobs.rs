@@ -22,6 +22,12 @@ use shardgate_wire::sockdir;
 pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, WorkerMeta), WorkerRefusal> {
     let url = &req.url;
     let Some(raw_path) = url.strip_prefix("ipc://") else {
+        if url.starts_with(super::grpc::URL_SCHEME)
+            && req.zmq_handshake_address.is_none()
+            && req.connection_mode.as_deref() != Some("zmq")
+        {
+            return validate_grpc(ctx, req);
+        }
         if req.zmq_handshake_address.is_some() {
             return Err(WorkerRefusal::HandshakeAddressWithoutZmq);
         }
@@ -72,6 +78,7 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
         engine_count,
         handshake_address: req.zmq_handshake_address.clone(),
         engine: None,
+        grpc_addr: None,
     };
     let addr = crate::config::handshake_address(&worker);
     if let Some(other) = registry.snapshot().iter().find(|w| w.handshake_address == addr) {
@@ -126,9 +133,35 @@ pub fn add(ctx: &Rc<ShardCtx>, req: AddWorker) -> Result<Arc<Worker>, WorkerRefu
     }
 }
 
+/// A `grpc://` worker: what needs no connection is checked here; the supervisor connects.
+fn validate_grpc(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, WorkerMeta), WorkerRefusal> {
+    let url = &req.url;
+    let backend = match req.runtime.as_deref() {
+        None => Backend::Vllm,
+        Some(runtime) => crate::config::parse_backend(runtime, url)?,
+    };
+    let worker = super::grpc::worker_config(url, backend)?;
+    if let Some(t) = req.worker_type.as_deref().filter(|t| *t != "regular") {
+        return Err(WorkerRefusal::WorkerType { url: url.clone(), worker_type: t.to_string() });
+    }
+    check_model_identity(ctx, url, &req.labels)?;
+    check_parser_labels(url, &ctx.shared.config.served_model_name, &req.labels)?;
+    if let Some(other) = ctx.shared.registry.snapshot().iter().find(|w| w.config.grpc_addr == worker.grpc_addr) {
+        return Err(WorkerRefusal::Duplicate { url: url.clone(), other: other.url().to_string() });
+    }
+    Ok((worker, WorkerMeta { labels: req.labels.clone(), priority: req.priority }))
+}
+
 pub fn register(ctx: &Rc<ShardCtx>, config: WorkerConfig, meta: WorkerMeta) -> Arc<Worker> {
     let shared = &ctx.shared;
     let worker = Arc::new(Worker::new(shared.registry.next_key(), config, meta));
+    if worker.config.grpc_addr.is_some() {
+        tracing::info!("Registered gRPC worker {} (id {})", worker.url(), worker.id);
+        shared.registry.insert(worker.clone());
+        shared.refresh_parsers();
+        monoio::spawn(super::grpc::supervisor::supervise(ctx.clone(), worker.clone()));
+        return worker;
+    }
     tracing::info!(
         "Registered ZMQ worker {} (id {}, runtime {:?}, engines {})",
         worker.url(),

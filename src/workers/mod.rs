@@ -5,10 +5,11 @@
 //! count, loss and removal flags), so any shard reads it without locks; labels and priority
 //! (control plane only) sit behind a lock nobody on the request path takes. Connection work
 //! (binding, handshake, re-binding after a loss, draining) runs on the control shard in
-//! `supervisor`; `jobs` validates and registers workers; `api` serves `/workers`.
+//! `supervisor` (ZMQ) and `grpc` (gRPC workers: URLs and their supervisor); `jobs` validates and registers workers; `api` serves `/workers`.
 
 pub mod add_worker;
 pub mod api;
+pub mod grpc;
 pub mod jobs;
 pub mod refusal;
 pub mod registry;
@@ -88,7 +89,9 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(key: u64, config: WorkerConfig, meta: WorkerMeta) -> Self {
-        let handshake_address = crate::config::handshake_address(&config);
+        // A gRPC worker binds nothing.
+        let handshake_address =
+            if config.grpc_addr.is_some() { String::new() } else { crate::config::handshake_address(&config) };
         Worker {
             id: format!("w{key:x}"),
             key,
@@ -256,6 +259,7 @@ mod tests {
             engine_count: 1,
             handshake_address: None,
             engine: None,
+            grpc_addr: None,
         };
         Worker::new(1, config, WorkerMeta { labels: Map::new(), priority: 0 })
     }

@@ -65,6 +65,15 @@ pub enum WorkerRefusal {
     NoModelIdentity {
         url: String,
     },
+    /// A `grpc://` URL without a `host:port`.
+    GrpcAddress {
+        url: String,
+    },
+    /// A runtime other than vLLM behind a `grpc://` URL.
+    GrpcRuntime {
+        url: String,
+        runtime: String,
+    },
 }
 
 impl fmt::Display for WorkerRefusal {
@@ -75,7 +84,11 @@ impl fmt::Display for WorkerRefusal {
             }
             WorkerRefusal::NotIpc => f.write_str("ZMQ worker URL must be ipc://<path>"),
             WorkerRefusal::NotZmq { url } => {
-                write!(f, "worker {url} is not a ZMQ worker: this gateway serves ipc:// workers only")
+                write!(f, "worker {url} is not a ZMQ worker: this gateway serves ipc:// and grpc:// workers only")
+            }
+            WorkerRefusal::GrpcAddress { url } => write!(f, "gRPC worker URL must be grpc://<host>:<port>, not {url}"),
+            WorkerRefusal::GrpcRuntime { url, runtime } => {
+                write!(f, "gRPC worker {url} has unsupported runtime {runtime}: only vllm is supported over gRPC")
             }
             WorkerRefusal::Path(e) => e.fmt(f),
             WorkerRefusal::UnsupportedRuntime { url, runtime } => write!(
@@ -147,7 +160,15 @@ mod tests {
             (WorkerRefusal::NotIpc, "ZMQ worker URL must be ipc://<path>".into()),
             (
                 WorkerRefusal::NotZmq { url: "http://h:1".into() },
-                "worker http://h:1 is not a ZMQ worker: this gateway serves ipc:// workers only".into(),
+                "worker http://h:1 is not a ZMQ worker: this gateway serves ipc:// and grpc:// workers only".into(),
+            ),
+            (
+                WorkerRefusal::GrpcAddress { url: "grpc://h".into() },
+                "gRPC worker URL must be grpc://<host>:<port>, not grpc://h".into(),
+            ),
+            (
+                WorkerRefusal::GrpcRuntime { url: "grpc://h:1".into(), runtime: "tokenspeed".into() },
+                "gRPC worker grpc://h:1 has unsupported runtime tokenspeed: only vllm is supported over gRPC".into(),
             ),
             (
                 WorkerRefusal::Path(SockdirError::NotAbsolute),
