@@ -417,7 +417,9 @@ impl Config {
         let g = &a.gateway;
         let backend = match a.backend.as_deref() {
             None => {
-                tracing::info!("runtime_type unspecified for ZMQ worker; defaulting to vLLM EngineCore");
+                if a.worker_urls.iter().any(|u| !u.starts_with(crate::workers::grpc::URL_SCHEME)) {
+                    tracing::info!("runtime_type unspecified for ZMQ worker; defaulting to vLLM EngineCore");
+                }
                 Backend::Vllm
             }
             Some(b) => parse_backend(b, a.worker_urls.first().map(String::as_str).unwrap_or("ipc://"))
@@ -644,8 +646,17 @@ mod tests {
     fn startup_errors_use_smgs_texts() {
         // `-out.sock` fits in `sun_path`; shard 1's `-in.1.sock` does not.
         let long = format!("ipc:///tmp/sg/{}", "x".repeat(90));
-        let cases: [(&[&str], &str); 15] = [
+        let cases: [(&[&str], &str); 18] = [
             (&["--worker-urls", "http://x:8000", "--model-path", "/m"], "ZMQ worker URL must be ipc://<path>"),
+            (&["--worker-urls", "grpc://x", "--model-path", "/m"], "gRPC worker URL must be grpc://<host>:<port>"),
+            (
+                &["--worker-urls", "grpc://x:1", "grpc://x:1/", "--model-path", "/m"],
+                "worker grpc://x:1/ is already registered as grpc://x:1",
+            ),
+            (
+                &["--worker-urls", "grpc://x:1", "--model-path", "/m", "--backend", "tokenspeed"],
+                "has unsupported runtime tokenspeed: only vllm is supported over gRPC",
+            ),
             (&["--worker-urls", "ipc:///tmp/sg/e0"], "has no model identity"),
             (
                 &["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/m", "--backend", "sglang"],
@@ -708,6 +719,16 @@ mod tests {
         );
         assert_eq!(c.served_model_name, "/tmp");
         assert_eq!(c.worker_socket_root, None);
+    }
+
+    /// `grpc://` and `ipc://` workers side by side; a gRPC worker binds nothing.
+    #[test]
+    fn grpc_workers() {
+        let c =
+            launch(&["--worker-urls", "grpc://10.0.0.2:50051", "ipc:///tmp/sg/e0", "--model-path", "/tmp"]).unwrap();
+        let modes: Vec<(&str, Option<&str>)> =
+            c.workers.iter().map(|w| (w.connection_mode(), w.grpc_addr.as_deref())).collect();
+        assert_eq!(modes, [("grpc", Some("10.0.0.2:50051")), ("zmq", None)]);
     }
 
     /// A worker is known by its normalised path: its URL, its socket files and its derived

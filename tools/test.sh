@@ -96,6 +96,9 @@ if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   step "gRPC worker client against SMG's servicer and vllm-rs on real vLLM engines"
   limited 1200 tools/grpc-workers/setup.sh
   SHARDGATE_REAL_VLLM=1 limited 1200 cargo test --release -p shardgate-grpc --test real_servicer --test real_vllm_rs
+  step "gRPC workers through the gateway (SMG's servicer, vllm-rs) against vllm serve; worker killed and restarted"
+  limited 1800 python3 tests/real_vllm/grpc.py --worker servicer --gateway "${CARGO_TARGET_DIR:-target}/release/shardgate"
+  limited 1800 python3 tests/real_vllm/grpc.py --worker vllm-rs --gateway "${CARGO_TARGET_DIR:-target}/release/shardgate"
 fi
 
 step "all tests passed"
