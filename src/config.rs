@@ -417,7 +417,7 @@ impl Config {
         let g = &a.gateway;
         let backend = match a.backend.as_deref() {
             None => {
-                if a.worker_urls.iter().any(|u| !u.starts_with(crate::workers::grpc::URL_SCHEME)) {
+                if a.worker_urls.iter().any(|u| !u.starts_with(GRPC_URL_SCHEME)) {
                     tracing::info!("runtime_type unspecified for ZMQ worker; defaulting to vLLM EngineCore");
                 }
                 Backend::Vllm
@@ -437,8 +437,8 @@ impl Config {
         let mut workers: Vec<WorkerConfig> = Vec::with_capacity(a.worker_urls.len());
         for url in &a.worker_urls {
             let refused = |reason: WorkerRefusal| ConfigError::Worker { url: url.clone(), reason };
-            if url.starts_with(crate::workers::grpc::URL_SCHEME) {
-                let worker = crate::workers::grpc::worker_config(url, backend).map_err(refused)?;
+            if url.starts_with(GRPC_URL_SCHEME) {
+                let worker = grpc_worker(url, backend).map_err(refused)?;
                 if let Some(other) = workers.iter().find(|w| w.grpc_addr == worker.grpc_addr) {
                     return Err(refused(WorkerRefusal::Duplicate { url: url.clone(), other: other.url.clone() }));
                 }
@@ -603,6 +603,31 @@ pub fn parse_backend(b: &str, url: &str) -> Result<Backend, WorkerRefusal> {
     }
 }
 
+pub const GRPC_URL_SCHEME: &str = "grpc://";
+
+/// The configuration of a `grpc://` worker. The service and the engine's size are the
+/// server's to say; the supervisor asks when it connects.
+pub fn grpc_worker(url: &str, backend: Backend) -> Result<WorkerConfig, WorkerRefusal> {
+    let refused = || WorkerRefusal::GrpcAddress { url: url.to_string() };
+    let addr = url.strip_prefix(GRPC_URL_SCHEME).ok_or_else(refused)?.trim_end_matches('/');
+    let (host, port) = addr.rsplit_once(':').ok_or_else(refused)?;
+    if host.is_empty() || host.contains('/') || port.parse::<u16>().map_or(true, |p| p == 0) {
+        return Err(refused());
+    }
+    if backend != Backend::Vllm {
+        return Err(WorkerRefusal::GrpcRuntime { url: url.to_string(), runtime: backend.as_str().to_string() });
+    }
+    Ok(WorkerConfig {
+        url: format!("{GRPC_URL_SCHEME}{addr}"),
+        path: String::new(),
+        backend,
+        engine_count: 1,
+        handshake_address: None,
+        engine: None,
+        grpc_addr: Some(addr.to_string()),
+    })
+}
+
 /// Two worker paths that derive one handshake port cannot both be bound.
 fn check_handshake_collisions(workers: &[WorkerConfig]) -> Result<(), ConfigError> {
     let mut seen: Vec<(String, &str)> = Vec::new();
@@ -719,6 +744,35 @@ mod tests {
         );
         assert_eq!(c.served_model_name, "/tmp");
         assert_eq!(c.worker_socket_root, None);
+    }
+
+    #[test]
+    fn grpc_urls() {
+        let cases: Vec<(&str, Backend, Result<&str, &str>)> = vec![
+            ("grpc://127.0.0.1:18051", Backend::Vllm, Ok("127.0.0.1:18051")),
+            ("grpc://worker:50051/", Backend::Vllm, Ok("worker:50051")),
+            ("grpc://[::1]:50051", Backend::Vllm, Ok("[::1]:50051")),
+            ("grpc://worker", Backend::Vllm, Err("gRPC worker URL must be grpc://<host>:<port>, not grpc://worker")),
+            ("grpc://:50051", Backend::Vllm, Err("gRPC worker URL must be grpc://<host>:<port>, not grpc://:50051")),
+            ("grpc://h:0", Backend::Vllm, Err("gRPC worker URL must be grpc://<host>:<port>, not grpc://h:0")),
+            ("grpc://h:x/y", Backend::Vllm, Err("gRPC worker URL must be grpc://<host>:<port>, not grpc://h:x/y")),
+            (
+                "grpc://h:1",
+                Backend::Tokenspeed,
+                Err("gRPC worker grpc://h:1 has unsupported runtime tokenspeed: only vllm is supported over gRPC"),
+            ),
+        ];
+        for (url, backend, want) in cases {
+            let got = grpc_worker(url, backend).map_err(|e| e.to_string());
+            match (got, want) {
+                (Ok(c), Ok(addr)) => {
+                    assert_eq!(c.grpc_addr.as_deref(), Some(addr), "{url}");
+                    assert_eq!(c.connection_mode(), "grpc");
+                }
+                (Err(e), Err(text)) => assert_eq!(e, text, "{url}"),
+                (got, want) => panic!("{url}: {got:?}, wanted {want:?}"),
+            }
+        }
     }
 
     /// `grpc://` and `ipc://` workers side by side; a gRPC worker binds nothing.

@@ -22,7 +22,7 @@ use shardgate_wire::sockdir;
 pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, WorkerMeta), WorkerRefusal> {
     let url = &req.url;
     let Some(raw_path) = url.strip_prefix("ipc://") else {
-        if url.starts_with(super::grpc::URL_SCHEME)
+        if url.starts_with(crate::config::GRPC_URL_SCHEME)
             && req.zmq_handshake_address.is_none()
             && req.connection_mode.as_deref() != Some("zmq")
         {
@@ -140,7 +140,7 @@ fn validate_grpc(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worke
         None => Backend::Vllm,
         Some(runtime) => crate::config::parse_backend(runtime, url)?,
     };
-    let worker = super::grpc::worker_config(url, backend)?;
+    let worker = crate::config::grpc_worker(url, backend)?;
     if let Some(t) = req.worker_type.as_deref().filter(|t| *t != "regular") {
         return Err(WorkerRefusal::WorkerType { url: url.clone(), worker_type: t.to_string() });
     }
