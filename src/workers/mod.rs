@@ -5,7 +5,7 @@
 //! count, loss and removal flags), so any shard reads it without locks; labels and priority
 //! (control plane only) sit behind a lock nobody on the request path takes. Connection work
 //! (binding, handshake, re-binding after a loss, draining) runs on the control shard in
-//! `supervisor` (ZMQ) and `grpc` (gRPC workers: URLs and their supervisor); `jobs` validates and registers workers; `api` serves `/workers`.
+//! `supervisor` (ZMQ) and `grpc` (the gRPC workers' supervisor); `jobs` validates and registers workers; `api` serves `/workers`.
 
 pub mod add_worker;
 pub mod api;
