@@ -329,6 +329,9 @@ pub struct WorkerConfig {
     pub engine: Option<EngineHandle>,
     /// An HTTP worker's upstream (`http://` URL); `None` for a ZMQ worker.
     pub upstream: Option<std::sync::Arc<crate::upstream::Upstream>>,
+    /// `host:port` of a `grpc://` worker (engines on another host, over HTTP/2); `None` for
+    /// the others.
+    pub grpc_addr: Option<String>,
 }
 
 impl WorkerConfig {
@@ -343,6 +346,18 @@ impl WorkerConfig {
             handshake_address: None,
             engine: None,
             upstream: Some(std::sync::Arc::new(upstream)),
+            grpc_addr: None,
+        }
+    }
+
+    /// SMG's `connection_mode` of the worker.
+    pub fn connection_mode(&self) -> &'static str {
+        if self.upstream.is_some() {
+            "http"
+        } else if self.grpc_addr.is_some() {
+            "grpc"
+        } else {
+            "zmq"
         }
     }
 }
@@ -436,7 +451,9 @@ impl Config {
         let g = &a.gateway;
         let backend = match a.backend.as_deref() {
             None => {
-                tracing::info!("runtime_type unspecified for ZMQ worker; defaulting to vLLM EngineCore");
+                if a.worker_urls.iter().any(|u| !u.starts_with(GRPC_URL_SCHEME)) {
+                    tracing::info!("runtime_type unspecified for ZMQ worker; defaulting to vLLM EngineCore");
+                }
                 Backend::Vllm
             }
             Some(b) => parse_backend(b, a.worker_urls.first().map(String::as_str).unwrap_or("ipc://"))
@@ -474,7 +491,16 @@ impl Config {
                     handshake_address: None,
                     engine: None,
                     upstream: None,
+                    grpc_addr: None,
                 });
+                continue;
+            }
+            if url.starts_with(GRPC_URL_SCHEME) {
+                let worker = grpc_worker(url, backend).map_err(refused)?;
+                if let Some(other) = workers.iter().find(|w| w.grpc_addr == worker.grpc_addr) {
+                    return Err(refused(WorkerRefusal::Duplicate { url: url.clone(), other: other.url.clone() }));
+                }
+                workers.push(worker);
                 continue;
             }
             let path = url
@@ -494,6 +520,7 @@ impl Config {
                 handshake_address: None,
                 engine: None,
                 upstream: None,
+                grpc_addr: None,
             });
         }
         check_handshake_collisions(&workers)?;
@@ -638,10 +665,37 @@ pub fn parse_backend(b: &str, url: &str) -> Result<Backend, WorkerRefusal> {
     }
 }
 
+pub const GRPC_URL_SCHEME: &str = "grpc://";
+
+/// The configuration of a `grpc://` worker. The service and the engine's size are the
+/// server's to say; the supervisor asks when it connects.
+pub fn grpc_worker(url: &str, backend: Backend) -> Result<WorkerConfig, WorkerRefusal> {
+    let refused = || WorkerRefusal::GrpcAddress { url: url.to_string() };
+    let addr = url.strip_prefix(GRPC_URL_SCHEME).ok_or_else(refused)?.trim_end_matches('/');
+    let (host, port) = addr.rsplit_once(':').ok_or_else(refused)?;
+    if host.is_empty() || host.contains('/') || port.parse::<u16>().map_or(true, |p| p == 0) {
+        return Err(refused());
+    }
+    if backend != Backend::Vllm {
+        return Err(WorkerRefusal::GrpcRuntime { url: url.to_string(), runtime: backend.as_str().to_string() });
+    }
+    Ok(WorkerConfig {
+        url: format!("{GRPC_URL_SCHEME}{addr}"),
+        path: String::new(),
+        tcp: None,
+        backend,
+        engine_count: 1,
+        handshake_address: None,
+        engine: None,
+        upstream: None,
+        grpc_addr: Some(addr.to_string()),
+    })
+}
+
 /// Two worker paths that derive one handshake port cannot both be bound.
 fn check_handshake_collisions(workers: &[WorkerConfig]) -> Result<(), ConfigError> {
     let mut seen: Vec<(String, &str)> = Vec::new();
-    for w in workers.iter().filter(|w| w.upstream.is_none()) {
+    for w in workers.iter().filter(|w| w.upstream.is_none() && w.grpc_addr.is_none()) {
         let addr = handshake_address(w);
         if let Some((_, other)) = seen.iter().find(|(a, _)| *a == addr) {
             let reason = WorkerRefusal::HandshakeAddressTaken { address: addr, other: other.to_string() };
@@ -685,13 +739,22 @@ mod tests {
     fn startup_errors_use_smgs_texts() {
         // `-out.sock` fits in `sun_path`; shard 1's `-in.1.sock` does not.
         let long = format!("ipc:///tmp/sg/{}", "x".repeat(90));
-        let cases: [(&[&str], &str); 17] = [
-            (&["--worker-urls", "grpc://x:8000", "--model-path", "/m"], "ZMQ worker URL must be ipc://<path>"),
+        let cases: &[(&[&str], &str)] = &[
+            (&["--worker-urls", "unix://x:8000", "--model-path", "/m"], "ZMQ worker URL must be ipc://<path>"),
             (
                 &["--worker-urls", "https://x:8000", "--model-path", "/m"],
                 "worker https://x:8000: https:// workers are not supported yet",
             ),
             (&["--worker-urls", "http://x:8000", "http://x:8000/", "--model-path", "/m"], "is already registered"),
+            (&["--worker-urls", "grpc://x", "--model-path", "/m"], "gRPC worker URL must be grpc://<host>:<port>"),
+            (
+                &["--worker-urls", "grpc://x:1", "grpc://x:1/", "--model-path", "/m"],
+                "worker grpc://x:1/ is already registered as grpc://x:1",
+            ),
+            (
+                &["--worker-urls", "grpc://x:1", "--model-path", "/m", "--backend", "tokenspeed"],
+                "has unsupported runtime tokenspeed: only vllm is supported over gRPC",
+            ),
             (&["--worker-urls", "ipc:///tmp/sg/e0"], "has no model identity"),
             (
                 &["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/m", "--backend", "sglang"],
@@ -765,6 +828,45 @@ mod tests {
         assert_eq!(urls, ["ipc:///tmp/sg/e0", "http://10.0.0.7:8000"]);
         assert_eq!(c.workers[1].upstream.as_ref().map(|u| u.authority.as_str()), Some("10.0.0.7:8000"));
         assert!(c.workers[0].upstream.is_none());
+    }
+
+    #[test]
+    fn grpc_urls() {
+        let cases: Vec<(&str, Backend, Result<&str, &str>)> = vec![
+            ("grpc://127.0.0.1:18051", Backend::Vllm, Ok("127.0.0.1:18051")),
+            ("grpc://worker:50051/", Backend::Vllm, Ok("worker:50051")),
+            ("grpc://[::1]:50051", Backend::Vllm, Ok("[::1]:50051")),
+            ("grpc://worker", Backend::Vllm, Err("gRPC worker URL must be grpc://<host>:<port>, not grpc://worker")),
+            ("grpc://:50051", Backend::Vllm, Err("gRPC worker URL must be grpc://<host>:<port>, not grpc://:50051")),
+            ("grpc://h:0", Backend::Vllm, Err("gRPC worker URL must be grpc://<host>:<port>, not grpc://h:0")),
+            ("grpc://h:x/y", Backend::Vllm, Err("gRPC worker URL must be grpc://<host>:<port>, not grpc://h:x/y")),
+            (
+                "grpc://h:1",
+                Backend::Tokenspeed,
+                Err("gRPC worker grpc://h:1 has unsupported runtime tokenspeed: only vllm is supported over gRPC"),
+            ),
+        ];
+        for (url, backend, want) in cases {
+            let got = grpc_worker(url, backend).map_err(|e| e.to_string());
+            match (got, want) {
+                (Ok(c), Ok(addr)) => {
+                    assert_eq!(c.grpc_addr.as_deref(), Some(addr), "{url}");
+                    assert_eq!(c.connection_mode(), "grpc");
+                }
+                (Err(e), Err(text)) => assert_eq!(e, text, "{url}"),
+                (got, want) => panic!("{url}: {got:?}, wanted {want:?}"),
+            }
+        }
+    }
+
+    /// `grpc://` and `ipc://` workers side by side; a gRPC worker binds nothing.
+    #[test]
+    fn grpc_workers() {
+        let c =
+            launch(&["--worker-urls", "grpc://10.0.0.2:50051", "ipc:///tmp/sg/e0", "--model-path", "/tmp"]).unwrap();
+        let modes: Vec<(&str, Option<&str>)> =
+            c.workers.iter().map(|w| (w.connection_mode(), w.grpc_addr.as_deref())).collect();
+        assert_eq!(modes, [("grpc", Some("10.0.0.2:50051")), ("zmq", None)]);
     }
 
     /// A worker is known by its normalised path: its URL, its socket files and its derived

@@ -87,6 +87,7 @@ pub fn run(args: &DemoArgs) -> Result<(), ServeError> {
         handshake_address: Some(format!("tcp://127.0.0.1:{}", replica.handshake_port)),
         engine: None,
         upstream: None,
+        grpc_addr: None,
     };
     let config = demo_config(args, &ports, model_dir, worker);
     serve::run_with_engines(config, &[replica], vec![command], serve::Supervision::default())

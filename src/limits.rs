@@ -82,6 +82,11 @@ pub const worker_liveness_ping_interval_s: u64 = 1;
 /// 300 s; `--engine-silence-timeout-secs`).
 pub const engine_silence_s_default: u64 = 300;
 
+/// Deadline of one gRPC Generate stream (sent as `grpc-timeout`): far above any generation,
+/// only so that a stream never outlives a worker that forgot it.
+pub const grpc_generate_deadline_ms: u64 = 3_600_000;
+/// How often one shard asks an SMG gRPC worker for its per-rank loads (`GetLoads`).
+pub const grpc_loads_interval_ms: u64 = 1_000;
 /// Workers: interval of the health probe that re-binds dead or timed-out ZMQ workers.
 pub const health_check_interval_s_default: u64 = 10;
 /// Workers: engines behind one grouped worker.

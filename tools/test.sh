@@ -7,9 +7,9 @@
 # per target (0 skips it).
 #
 # Opt-in: SHARDGATE_REAL_VLLM=1 also runs the differential test, the version matrix (every
-# release install-version.sh installed; about 5 minutes each), the invalid-constraint checks
-# and `serve`'s engine restart against a real vLLM engine (needs tools/real-vllm/setup.sh
-# first; minutes).
+# release install-version.sh installed; about 5 minutes each), the invalid-constraint checks,
+# `serve`'s engine restart, the HTTP, tcp:// and gRPC workers (SMG's servicer, vllm-rs) and
+# KV-event routing against a real vLLM engine (needs tools/real-vllm/setup.sh first; minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -102,6 +102,12 @@ if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   limited 900 python3 tests/real_vllm/tcp_worker.py
   step "KV-cache events: vLLM's publisher with a dropped batch, and a real 2-rank group routed by what it holds"
   limited 1800 python3 tests/real_vllm/kv_events.py
+  step "gRPC worker client against SMG's servicer and vllm-rs on real vLLM engines"
+  limited 1200 tools/grpc-workers/setup.sh
+  SHARDGATE_REAL_VLLM=1 limited 1200 cargo test --release -p shardgate-grpc --test real_servicer --test real_vllm_rs
+  step "gRPC workers through the gateway (SMG's servicer, vllm-rs) against vllm serve; worker killed and restarted"
+  limited 1800 python3 tests/real_vllm/grpc.py --worker servicer --gateway "${CARGO_TARGET_DIR:-target}/release/shardgate"
+  limited 1800 python3 tests/real_vllm/grpc.py --worker vllm-rs --gateway "${CARGO_TARGET_DIR:-target}/release/shardgate"
 fi
 
 step "all tests passed"

@@ -9,6 +9,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::book::{self, RequestBook};
+use super::grpc::transport::{GrpcAttachment, GrpcTransport};
 use super::loss::LinkLoss;
 use super::slot::{RequestSlot, SlotEvent};
 use super::submit_error::SubmitError;
@@ -24,11 +25,14 @@ use crate::workers::Worker;
 pub enum Attachment {
     /// A ZMQ engine group on this host, after its handshake.
     Zmq(ZmqAttachment),
+    /// A gRPC worker, after its service was detected and its model read.
+    Grpc(GrpcAttachment),
 }
 
 /// How this link's messages travel.
 enum Transport {
     Zmq(Rc<ZmqTransport>),
+    Grpc(Rc<GrpcTransport>),
 }
 
 pub struct EngineLink {
@@ -71,6 +75,10 @@ impl EngineLink {
                 // Engines of an `ipc://` worker run on this host.
                 let kv = kv_events::follow(&book, &a.zmq, publishers, "127.0.0.1");
                 (Transport::Zmq(ZmqTransport::start(a, worker.backend(), &book)?), max_model_len, kv)
+            }
+            Attachment::Grpc(a) => {
+                let max_model_len = a.max_model_len;
+                (Transport::Grpc(GrpcTransport::start(a, &book)), max_model_len, None)
             }
         };
         monoio::spawn(book::watch_silence(book.clone(), settings.silence_s));
@@ -146,6 +154,10 @@ impl EngineLink {
                 }
                 (slot, rank)
             }
+            Transport::Grpc(t) => {
+                t.check(req)?;
+                t.submit(&self.book, req)
+            }
         };
         Ok(Submission { link: self.clone(), request_id: req.request_id.clone(), slot, rank })
     }
@@ -158,6 +170,7 @@ impl EngineLink {
         }
         match &self.transport {
             Transport::Zmq(t) => t.send_abort(&self.book, live.rank, request_id),
+            Transport::Grpc(t) => t.send_abort(&self.book, request_id),
         }
     }
 
@@ -169,6 +182,7 @@ impl EngineLink {
         }
         match &self.transport {
             Transport::Zmq(t) => t.ping(self.book.client_index),
+            Transport::Grpc(t) => t.ping(),
         }
     }
 
@@ -181,6 +195,7 @@ impl EngineLink {
         let by_rank = self.book.ids_by_rank();
         match &self.transport {
             Transport::Zmq(t) => t.abort_many(&self.book, &by_rank),
+            Transport::Grpc(t) => t.abort_many(&self.book, &by_rank),
         }
         self.book.close(&reason);
     }

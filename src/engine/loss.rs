@@ -44,6 +44,8 @@ pub enum LinkLoss {
     Reset(Box<LinkLoss>),
     /// The worker was removed (`DELETE /workers/{id}`) after draining.
     Removed,
+    /// A gRPC worker's connection could not be made or was lost.
+    Grpc(Arc<shardgate_grpc::Fault>),
 }
 
 impl fmt::Display for LinkLoss {
@@ -72,6 +74,7 @@ impl fmt::Display for LinkLoss {
             LinkLoss::Shutdown => f.write_str("the gateway is shutting down"),
             LinkLoss::Reset(why) => write!(f, "worker connection reset: {why}"),
             LinkLoss::Removed => f.write_str("worker removed"),
+            LinkLoss::Grpc(e) => write!(f, "gRPC worker: {e}"),
         }
     }
 }
@@ -90,6 +93,8 @@ impl LinkLoss {
             | LinkLoss::Unreachable(e)
             | LinkLoss::PingFailed { error: e, .. } => *e == SendError::Unreachable,
             LinkLoss::Reset(why) => why.retry_safe(),
+            // A gRPC server cancels the calls of a connection it lost.
+            LinkLoss::Grpc(e) => e.retry_safe(),
             LinkLoss::InputFailed(_)
             | LinkLoss::OutputFailed(_)
             | LinkLoss::Closed
@@ -144,6 +149,10 @@ mod tests {
                 "worker connection reset: the engine reported a fatal error (ENGINE_CORE_DEAD)".into(),
             ),
             (LinkLoss::Removed, "worker removed".into()),
+            (
+                LinkLoss::Grpc(Arc::new(shardgate_grpc::Fault::Closed("closed by the worker".into()))),
+                "gRPC worker: connection lost: closed by the worker".into(),
+            ),
         ];
         for (loss, text) in cases {
             assert_eq!(loss.to_string(), text);
@@ -171,6 +180,9 @@ mod tests {
             (LinkLoss::Shutdown, false),
             (LinkLoss::Removed, false),
             (LinkLoss::Closed, false),
+            (LinkLoss::Grpc(Arc::new(shardgate_grpc::Fault::Closed("reset".into()))), true),
+            (LinkLoss::Grpc(Arc::new(shardgate_grpc::Fault::Refused)), true),
+            (LinkLoss::Grpc(Arc::new(shardgate_grpc::Fault::Deadline { ms: 1 })), false),
         ];
         for (loss, safe) in cases {
             assert_eq!(loss.retry_safe(), safe, "{loss}");

@@ -7,9 +7,11 @@
 //!
 //! Layout: `link` is one shard's link to one worker (the book of its live requests, whatever
 //! transport carries them), `submission` a request in flight on one, `slot` its event queue,
-//! `loss` why a link closed; `zmq` the transport to engines on this host.
+//! `loss` why a link closed; `zmq` the transport to engines on this host, `grpc` the one to
+//! engines on other hosts (HTTP/2).
 
 pub mod book;
+pub mod grpc;
 pub mod link;
 pub mod loss;
 pub mod slot;

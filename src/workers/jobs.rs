@@ -24,6 +24,12 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
     if crate::upstream::target::is_http_url(url) {
         return validate_http(ctx, req);
     }
+    if url.starts_with(crate::config::GRPC_URL_SCHEME)
+        && req.zmq_handshake_address.is_none()
+        && req.connection_mode.as_deref() != Some("zmq")
+    {
+        return validate_grpc(ctx, req);
+    }
     let tcp = if url.starts_with("tcp://") {
         if req.zmq_handshake_address.is_some() {
             return Err(WorkerRefusal::TcpHandshakeAddress { url: url.clone() });
@@ -83,6 +89,7 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
         handshake_address: req.zmq_handshake_address.clone(),
         engine: None,
         upstream: None,
+        grpc_addr: None,
     };
     let addr = crate::config::handshake_address(&worker);
     if let Some(other) = registry.snapshot().iter().find(|w| w.handshake_address == addr) {
@@ -168,9 +175,35 @@ pub fn add(ctx: &Rc<ShardCtx>, req: AddWorker) -> Result<Arc<Worker>, WorkerRefu
     }
 }
 
+/// A `grpc://` worker: what needs no connection is checked here; the supervisor connects.
+fn validate_grpc(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, WorkerMeta), WorkerRefusal> {
+    let url = &req.url;
+    let backend = match req.runtime.as_deref() {
+        None => Backend::Vllm,
+        Some(runtime) => crate::config::parse_backend(runtime, url)?,
+    };
+    let worker = crate::config::grpc_worker(url, backend)?;
+    if let Some(t) = req.worker_type.as_deref().filter(|t| *t != "regular") {
+        return Err(WorkerRefusal::WorkerType { url: url.clone(), worker_type: t.to_string() });
+    }
+    check_model_identity(ctx, url, &req.labels)?;
+    check_parser_labels(url, &ctx.shared.config.served_model_name, &req.labels)?;
+    if let Some(other) = ctx.shared.registry.snapshot().iter().find(|w| w.config.grpc_addr == worker.grpc_addr) {
+        return Err(WorkerRefusal::Duplicate { url: url.clone(), other: other.url().to_string() });
+    }
+    Ok((worker, WorkerMeta { labels: req.labels.clone(), priority: req.priority }))
+}
+
 pub fn register(ctx: &Rc<ShardCtx>, config: WorkerConfig, meta: WorkerMeta) -> Arc<Worker> {
     let shared = &ctx.shared;
     let worker = Arc::new(Worker::new(shared.registry.next_key(), config, meta));
+    if worker.config.grpc_addr.is_some() {
+        tracing::info!("Registered gRPC worker {} (id {})", worker.url(), worker.id);
+        shared.registry.insert(worker.clone());
+        shared.refresh_parsers();
+        monoio::spawn(super::grpc::supervisor::supervise(ctx.clone(), worker.clone()));
+        return worker;
+    }
     if worker.config.upstream.is_some() {
         tracing::info!("Registered HTTP worker {} (id {})", worker.url(), worker.id);
         shared.registry.insert(worker.clone());

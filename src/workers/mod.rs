@@ -5,10 +5,11 @@
 //! count, loss and removal flags), so any shard reads it without locks; labels and priority
 //! (control plane only) sit behind a lock nobody on the request path takes. Connection work
 //! (binding, handshake, re-binding after a loss, draining) runs on the control shard in
-//! `supervisor`; `jobs` validates and registers workers; `api` serves `/workers`.
+//! `supervisor` (ZMQ) and `grpc` (the gRPC workers' supervisor); `jobs` validates and registers workers; `api` serves `/workers`.
 
 pub mod add_worker;
 pub mod api;
+pub mod grpc;
 pub mod jobs;
 pub mod refusal;
 pub mod registry;
@@ -101,9 +102,12 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(key: u64, config: WorkerConfig, meta: WorkerMeta) -> Self {
-        // An HTTP worker binds nothing.
-        let handshake_address =
-            if config.upstream.is_some() { String::new() } else { crate::config::handshake_address(&config) };
+        // An HTTP or gRPC worker binds nothing.
+        let handshake_address = if config.upstream.is_some() || config.grpc_addr.is_some() {
+            String::new()
+        } else {
+            crate::config::handshake_address(&config)
+        };
         Worker {
             id: format!("w{key:x}"),
             key,
@@ -133,11 +137,7 @@ impl Worker {
 
     /// SMG's `connection_mode`: how the gateway reaches the worker.
     pub fn connection_mode(&self) -> &'static str {
-        if self.config.upstream.is_some() {
-            "http"
-        } else {
-            "zmq"
-        }
+        self.config.connection_mode()
     }
 
     /// SMG's `runtime_type`: the engine's wire for a ZMQ worker; an HTTP worker's server is
@@ -304,6 +304,7 @@ mod tests {
             handshake_address: None,
             engine: None,
             upstream: None,
+            grpc_addr: None,
         };
         Worker::new(1, config, WorkerMeta { labels: Map::new(), priority: 0 })
     }

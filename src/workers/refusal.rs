@@ -88,6 +88,15 @@ pub enum WorkerRefusal {
     TcpHandshakeAddress {
         url: String,
     },
+    /// A `grpc://` URL without a `host:port`.
+    GrpcAddress {
+        url: String,
+    },
+    /// A runtime other than vLLM behind a `grpc://` URL.
+    GrpcRuntime {
+        url: String,
+        runtime: String,
+    },
 }
 
 impl fmt::Display for WorkerRefusal {
@@ -104,8 +113,12 @@ impl fmt::Display for WorkerRefusal {
             WorkerRefusal::NotZmq { url } => {
                 write!(
                     f,
-                    "worker {url} is not a ZMQ or HTTP worker: this gateway serves ipc://, tcp:// and http:// workers"
+                    "worker {url} is not a ZMQ, gRPC or HTTP worker: this gateway serves ipc://, tcp://, grpc:// and http:// workers"
                 )
+            }
+            WorkerRefusal::GrpcAddress { url } => write!(f, "gRPC worker URL must be grpc://<host>:<port>, not {url}"),
+            WorkerRefusal::GrpcRuntime { url, runtime } => {
+                write!(f, "gRPC worker {url} has unsupported runtime {runtime}: only vllm is supported over gRPC")
             }
             WorkerRefusal::Path(e) => e.fmt(f),
             WorkerRefusal::UnsupportedRuntime { url, runtime } => write!(
@@ -192,9 +205,17 @@ mod tests {
             ),
             (WorkerRefusal::NotIpc, "ZMQ worker URL must be ipc://<path>".into()),
             (
-                WorkerRefusal::NotZmq { url: "grpc://h:1".into() },
-                "worker grpc://h:1 is not a ZMQ or HTTP worker: this gateway serves ipc://, tcp:// and http:// workers"
+                WorkerRefusal::NotZmq { url: "unix://h:1".into() },
+                "worker unix://h:1 is not a ZMQ, gRPC or HTTP worker: this gateway serves ipc://, tcp://, grpc:// and http:// workers"
                     .into(),
+            ),
+            (
+                WorkerRefusal::GrpcAddress { url: "grpc://h".into() },
+                "gRPC worker URL must be grpc://<host>:<port>, not grpc://h".into(),
+            ),
+            (
+                WorkerRefusal::GrpcRuntime { url: "grpc://h:1".into(), runtime: "tokenspeed".into() },
+                "gRPC worker grpc://h:1 has unsupported runtime tokenspeed: only vllm is supported over gRPC".into(),
             ),
             (
                 WorkerRefusal::Path(SockdirError::NotAbsolute),

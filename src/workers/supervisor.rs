@@ -24,7 +24,7 @@ use crate::shard::ShardCtx;
 use shardgate_wire::{sockdir, zmtp};
 
 /// How a connected period ended.
-enum Ended {
+pub(super) enum Ended {
     /// The engine was lost after the handshake.
     Lost(LinkLoss),
     /// The handshake did not complete.
@@ -119,6 +119,12 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
         }
     }
     release_sockets(&ctx, &worker);
+    forget(&ctx, &worker);
+}
+
+/// Takes a worker whose supervisor ends out of the registry and out of every shard.
+pub(super) fn forget(ctx: &ShardCtx, worker: &Worker) {
+    let shared = &ctx.shared;
     shared.registry.remove(worker.key);
     for mailbox in &shared.mailboxes {
         mailbox.post(ShardMsg::Forget(worker.key));
@@ -168,7 +174,7 @@ async fn engine_exited(worker: &Worker, seen: Option<u64>) {
     }
 }
 
-async fn removal_requested(worker: &Worker) {
+pub(super) async fn removal_requested(worker: &Worker) {
     worker.supervisor_event(Worker::is_removing).await
 }
 
@@ -281,7 +287,7 @@ fn link_sockets(worker: &Worker, shards: usize, pairs: Vec<(zmtp::Socket, zmtp::
 }
 
 /// Waits until every shard has processed a hand-over message.
-async fn wait_for_shards(done: &AtomicUsize) {
+pub(super) async fn wait_for_shards(done: &AtomicUsize) {
     while done.load(Ordering::Acquire) > 0 {
         monoio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -289,7 +295,7 @@ async fn wait_for_shards(done: &AtomicUsize) {
 
 /// Watches a ready worker until some shard reports it lost, a ping fails, or a removal
 /// request has drained it.
-async fn watch(ctx: &Rc<ShardCtx>, worker: &Arc<Worker>) -> Ended {
+pub(super) async fn watch(ctx: &Rc<ShardCtx>, worker: &Arc<Worker>) -> Ended {
     let mut next_ping = Instant::now() + Duration::from_secs(limits::worker_liveness_ping_interval_s);
     loop {
         monoio::select! {

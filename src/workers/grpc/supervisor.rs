@@ -1,0 +1,142 @@
+//! The control loop of one gRPC worker, on the control shard: connect, detect the service,
+//! read the model's facts, hand every shard a gRPC attachment (each opens its own
+//! connection), mark the worker ready, and watch it; after a loss, reconnect with backoff
+//! until it answers again. A removal request drains it as for a ZMQ worker.
+
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use shardgate_grpc::{Backoff, Channel, Fault, ModelInfo, Service, WorkerClient};
+
+use crate::engine::grpc::transport::GrpcAttachment;
+use crate::engine::link::Attachment;
+use crate::engine::loss::LinkLoss;
+use crate::routing::RankTable;
+use crate::shard::mailbox::ShardMsg;
+use crate::shard::ShardCtx;
+use crate::workers::supervisor::{forget, removal_requested, wait_for_shards, watch, Ended};
+use crate::workers::{Worker, WorkerStatus};
+
+pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
+    let shared = ctx.shared.clone();
+    let Some(addr) = worker.config.grpc_addr.clone() else { return };
+    let probe_interval_ms = shared.config.health_check_interval_s * 1000;
+    let mut backoff = Backoff::default();
+    loop {
+        if worker.is_removing() {
+            break;
+        }
+        if shared.draining.load(Ordering::Acquire) {
+            removal_requested(&worker).await;
+            break;
+        }
+        worker.set_status(WorkerStatus::Pending);
+        let epoch = worker.next_epoch();
+        let _ = worker.take_lost();
+        let checked = monoio::select! {
+            r = check(&addr) => r,
+            _ = removal_requested(&worker) => break,
+        };
+        let lost = match checked {
+            Ok((service, info)) => {
+                backoff.succeeded();
+                match serve_connection(&ctx, &worker, epoch, &addr, service, &info).await {
+                    Ended::Removed => break,
+                    Ended::Lost(loss) => Some(loss.to_string()),
+                    Ended::Failed(e) => Some(e.to_string()),
+                    Ended::EngineExited => None,
+                }
+            }
+            Err(e) => {
+                worker.set_status(WorkerStatus::Dead);
+                tracing::warn!("gRPC worker {} unreachable: {e}; will retry", worker.url());
+                Some(e.to_string())
+            }
+        };
+        if let Some(reason) = lost.filter(|_| shared.config.remove_unhealthy_workers) {
+            tracing::warn!("removing unhealthy worker {} (--remove-unhealthy-workers): {reason}", worker.url());
+            break;
+        }
+        // A restarted server is found within the backoff, never later than the probe interval.
+        let delay = Duration::from_millis(backoff.failed().min(probe_interval_ms));
+        monoio::select! {
+            _ = monoio::time::sleep(delay) => {},
+            _ = removal_requested(&worker) => break,
+        }
+    }
+    forget(&ctx, &worker);
+}
+
+/// Connects once, detects the service, and reads what the gateway needs from the worker.
+async fn check(addr: &str) -> Result<(Service, ModelInfo), Fault> {
+    let channel = Rc::new(Channel::connect(addr).await?);
+    let service = Service::detect(&channel).await?;
+    let info = WorkerClient::new(service, channel).model_info().await?;
+    Ok((service, info))
+}
+
+/// Hands out the attachments, marks the worker ready, and returns once it is lost or drained.
+async fn serve_connection(
+    ctx: &Rc<ShardCtx>,
+    worker: &Arc<Worker>,
+    epoch: u64,
+    addr: &str,
+    service: Service,
+    info: &ModelInfo,
+) -> Ended {
+    let shared = &ctx.shared;
+    // SMG's service pins data-parallel ranks, so the gateway balances them; vLLM's front end
+    // balances its own, so it is one rank here.
+    let rank_count = match service {
+        Service::Smg => info.data_parallel_size.max(1) as usize,
+        Service::Vllm => 1,
+    };
+    let ranks = RankTable::new(std::num::NonZeroUsize::new(rank_count).unwrap_or(std::num::NonZeroUsize::MIN));
+    if let Some(previous) = worker.ranks() {
+        ranks.carry_totals(&previous);
+    }
+    let ranks = Arc::new(ranks);
+    worker.set_ranks(ranks.clone());
+    let attachment = GrpcAttachment { addr: addr.to_string(), service, max_model_len: info.max_model_len };
+    let done = Arc::new(AtomicUsize::new(shared.shards));
+    for mailbox in &shared.mailboxes {
+        mailbox.post(ShardMsg::Attach {
+            worker: worker.key,
+            epoch,
+            attachment: Attachment::Grpc(attachment.clone()),
+            ranks: ranks.clone(),
+            done: done.clone(),
+        });
+    }
+    wait_for_shards(&done).await;
+    let ended = if let Some(reason) = worker.take_lost() {
+        tracing::warn!("gRPC worker {} lost while attaching: {reason}", worker.url());
+        Ended::Lost(reason)
+    } else {
+        worker.set_status(WorkerStatus::Ready);
+        tracing::info!(
+            "gRPC worker {} ready (service {service:?}, ranks={rank_count}, max_model_len={}, server {})",
+            worker.url(),
+            info.max_model_len,
+            info.server
+        );
+        let ended = watch(ctx, worker).await;
+        if let Ended::Lost(reason) = &ended {
+            tracing::error!("gRPC worker {} lost: {reason}", worker.url());
+        }
+        ended
+    };
+    worker.set_status(WorkerStatus::Dead);
+    let reason = match &ended {
+        Ended::Lost(why) => LinkLoss::Reset(Box::new(why.clone())),
+        Ended::Removed | Ended::Failed(_) | Ended::EngineExited => LinkLoss::Removed,
+    };
+    let done = Arc::new(AtomicUsize::new(shared.shards));
+    for mailbox in &shared.mailboxes {
+        mailbox.post(ShardMsg::Detach { worker: worker.key, epoch, reason: reason.clone(), done: done.clone() });
+    }
+    wait_for_shards(&done).await;
+    ended
+}
