@@ -44,7 +44,7 @@ fn measure(
 ) -> (f64, u64) {
     let mut policy = new_policy_seeded(kind, &CacheAwareConfig::default(), 7);
     let mut candidates: Vec<Candidate> =
-        (0..candidate_count).map(|index| Candidate { key: 1_000 + index as u64, load: (index % 3) as u64 }).collect();
+        (0..candidate_count).map(|index| Candidate::new(1_000 + index as u64, (index % 3) as u64)).collect();
     let mut checksum = 0u64;
     let mut samples = Vec::with_capacity(rounds);
     for _ in 0..rounds {

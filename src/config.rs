@@ -190,6 +190,10 @@ pub struct GatewayArgs {
     /// An engine that sends nothing for this long while requests are in flight is declared lost.
     #[arg(long = "engine-silence-timeout-secs", default_value_t = limits::engine_silence_s_default)]
     pub engine_silence_timeout_secs: u64,
+    /// HTTP workers: seconds to the first byte of an upstream's answer, and the longest silence
+    /// inside it, before the request fails (or goes to another worker if nothing was sent yet).
+    #[arg(long = "http-worker-timeout-secs", default_value_t = limits::upstream_timeout_s_default)]
+    pub http_worker_timeout_secs: u64,
     /// Accepted for compatibility; ZMQ workers keep health checks on (they reconnect engines).
     #[arg(long = "disable-health-check")]
     pub disable_health_check: bool,
@@ -323,6 +327,24 @@ pub struct WorkerConfig {
     /// The engine process `serve` supervises for this worker (none for engines started by
     /// hand): `GET /workers` shows its state, and its restarts trigger a re-bind at once.
     pub engine: Option<EngineHandle>,
+    /// An HTTP worker's upstream (`http://` URL); `None` for a ZMQ worker.
+    pub upstream: Option<std::sync::Arc<crate::upstream::Upstream>>,
+}
+
+impl WorkerConfig {
+    /// An HTTP worker: no sockets, no engines of its own.
+    pub fn http(upstream: crate::upstream::Upstream) -> WorkerConfig {
+        WorkerConfig {
+            url: upstream.url.clone(),
+            path: String::new(),
+            tcp: None,
+            backend: Backend::Vllm,
+            engine_count: 1,
+            handshake_address: None,
+            engine: None,
+            upstream: Some(std::sync::Arc::new(upstream)),
+        }
+    }
 }
 
 /// The validated configuration of a running gateway.
@@ -354,6 +376,8 @@ pub struct Config {
     pub stream_write_timeout_s: u64,
     pub routing: Routing,
     pub engine_silence_s: u64,
+    /// HTTP workers: first-byte and idle limit of an upstream's answer.
+    pub http_worker_timeout_s: u64,
     /// `--worker-socket-root`: where `ipc://` socket files may be.
     pub worker_socket_root: Option<PathBuf>,
     /// `--allow-public-engine-bind`: `tcp://` workers may bind public addresses.
@@ -430,6 +454,15 @@ impl Config {
         let mut workers: Vec<WorkerConfig> = Vec::with_capacity(a.worker_urls.len());
         for url in &a.worker_urls {
             let refused = |reason: WorkerRefusal| ConfigError::Worker { url: url.clone(), reason };
+            if crate::upstream::target::is_http_url(url) {
+                let upstream = crate::upstream::Upstream::parse(url, None, None)
+                    .map_err(|reason| refused(WorkerRefusal::Upstream { url: url.clone(), reason }))?;
+                if let Some(other) = workers.iter().find(|w| w.url == upstream.url) {
+                    return Err(refused(WorkerRefusal::Duplicate { url: url.clone(), other: other.url.clone() }));
+                }
+                workers.push(WorkerConfig::http(upstream));
+                continue;
+            }
             if url.starts_with("tcp://") {
                 let addr = crate::workers::tcp::parse(url, g.allow_public_engine_bind).map_err(refused)?;
                 workers.push(WorkerConfig {
@@ -440,6 +473,7 @@ impl Config {
                     engine_count: a.zmq_engine_count,
                     handshake_address: None,
                     engine: None,
+                    upstream: None,
                 });
                 continue;
             }
@@ -459,6 +493,7 @@ impl Config {
                 engine_count: a.zmq_engine_count,
                 handshake_address: None,
                 engine: None,
+                upstream: None,
             });
         }
         check_handshake_collisions(&workers)?;
@@ -548,6 +583,7 @@ impl Config {
             stream_write_timeout_s: g.stream_write_timeout_secs.max(1),
             routing,
             engine_silence_s: g.engine_silence_timeout_secs.max(1),
+            http_worker_timeout_s: g.http_worker_timeout_secs.max(1),
             worker_socket_root,
             allow_public_engine_bind: g.allow_public_engine_bind,
             history: g.history_backend.in_directory(&g.data_dir.clone().unwrap_or_else(default_data_dir)),
@@ -605,7 +641,7 @@ pub fn parse_backend(b: &str, url: &str) -> Result<Backend, WorkerRefusal> {
 /// Two worker paths that derive one handshake port cannot both be bound.
 fn check_handshake_collisions(workers: &[WorkerConfig]) -> Result<(), ConfigError> {
     let mut seen: Vec<(String, &str)> = Vec::new();
-    for w in workers {
+    for w in workers.iter().filter(|w| w.upstream.is_none()) {
         let addr = handshake_address(w);
         if let Some((_, other)) = seen.iter().find(|(a, _)| *a == addr) {
             let reason = WorkerRefusal::HandshakeAddressTaken { address: addr, other: other.to_string() };
@@ -649,8 +685,13 @@ mod tests {
     fn startup_errors_use_smgs_texts() {
         // `-out.sock` fits in `sun_path`; shard 1's `-in.1.sock` does not.
         let long = format!("ipc:///tmp/sg/{}", "x".repeat(90));
-        let cases: [(&[&str], &str); 15] = [
-            (&["--worker-urls", "http://x:8000", "--model-path", "/m"], "ZMQ worker URL must be ipc://<path>"),
+        let cases: [(&[&str], &str); 17] = [
+            (&["--worker-urls", "grpc://x:8000", "--model-path", "/m"], "ZMQ worker URL must be ipc://<path>"),
+            (
+                &["--worker-urls", "https://x:8000", "--model-path", "/m"],
+                "worker https://x:8000: https:// workers are not supported yet",
+            ),
+            (&["--worker-urls", "http://x:8000", "http://x:8000/", "--model-path", "/m"], "is already registered"),
             (&["--worker-urls", "ipc:///tmp/sg/e0"], "has no model identity"),
             (
                 &["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/m", "--backend", "sglang"],
@@ -713,6 +754,17 @@ mod tests {
         );
         assert_eq!(c.served_model_name, "/tmp");
         assert_eq!(c.worker_socket_root, None);
+    }
+
+    /// `http://` worker URLs sit beside `ipc://` ones: normalised, with no sockets to bind.
+    #[test]
+    fn http_workers_mix_with_zmq_workers() {
+        let c =
+            launch(&["--worker-urls", "ipc:///tmp/sg/e0", "http://10.0.0.7:8000/", "--model-path", "/tmp"]).unwrap();
+        let urls: Vec<&str> = c.workers.iter().map(|w| w.url.as_str()).collect();
+        assert_eq!(urls, ["ipc:///tmp/sg/e0", "http://10.0.0.7:8000"]);
+        assert_eq!(c.workers[1].upstream.as_ref().map(|u| u.authority.as_str()), Some("10.0.0.7:8000"));
+        assert!(c.workers[0].upstream.is_none());
     }
 
     /// A worker is known by its normalised path: its URL, its socket files and its derived

@@ -86,6 +86,7 @@ pub fn run(args: &DemoArgs) -> Result<(), ServeError> {
         engine_count: 1,
         handshake_address: Some(format!("tcp://127.0.0.1:{}", replica.handshake_port)),
         engine: None,
+        upstream: None,
     };
     let config = demo_config(args, &ports, model_dir, worker);
     serve::run_with_engines(config, &[replica], vec![command], serve::Supervision::default())
@@ -117,6 +118,7 @@ fn demo_config(args: &DemoArgs, ports: &DemoPorts, model_dir: std::path::PathBuf
         stream_write_timeout_s: crate::limits::stream_write_timeout_s_default,
         routing: Default::default(),
         engine_silence_s: crate::limits::engine_silence_s_default,
+        http_worker_timeout_s: crate::limits::upstream_timeout_s_default,
         worker_socket_root: None,
         allow_public_engine_bind: false,
         // The demo keeps stored responses for its own lifetime only.

@@ -112,6 +112,16 @@ impl ApiError {
         Self::new(500, ErrorKind::ServerError, message)
     }
 
+    /// 502: an upstream (an HTTP worker) failed the request.
+    pub fn bad_gateway(message: impl fmt::Display) -> Self {
+        Self::new(502, ErrorKind::ServerError, message).with_code("upstream_error")
+    }
+
+    /// 504: an upstream (an HTTP worker) did not answer in time.
+    pub fn gateway_timeout(message: impl fmt::Display) -> Self {
+        Self::new(504, ErrorKind::ServerError, message).with_code("upstream_timeout")
+    }
+
     pub fn unavailable(message: impl fmt::Display) -> Self {
         let mut e = Self::new(503, ErrorKind::ServiceUnavailable, message);
         e.retry_after_s = Some(1);

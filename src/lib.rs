@@ -18,4 +18,5 @@ pub mod serve;
 pub mod shard;
 pub mod shutdown;
 pub mod startup;
+pub mod upstream;
 pub mod workers;

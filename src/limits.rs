@@ -87,6 +87,26 @@ pub const health_check_interval_s_default: u64 = 10;
 /// Workers: engines behind one grouped worker.
 pub const engines_per_worker_max: usize = 1024;
 
+/// HTTP workers: a TCP connect to an upstream that takes longer fails (the request goes to
+/// another worker if there is one).
+pub const upstream_connect_timeout_ms: u64 = 5_000;
+/// HTTP workers: time to the first byte of an upstream's response head, and the longest silence
+/// inside its body (`--http-worker-timeout-secs`; a one-shot answer comes after the whole
+/// generation, so it is long by default).
+pub const upstream_timeout_s_default: u64 = 300;
+/// HTTP workers: an upstream response head larger than this is malformed.
+pub const upstream_head_bytes_max: usize = 64 * 1024;
+/// HTTP workers: a one-shot (not streamed) upstream body larger than this is refused (streamed
+/// bodies are relayed as they come and have no bound).
+pub const upstream_body_bytes_max: usize = 64 * 1024 * 1024;
+/// HTTP workers: idle keep-alive connections a shard keeps per upstream.
+pub const upstream_idle_connections_max: usize = 32;
+/// HTTP workers: a `/health` or `/v1/models` probe that takes longer fails.
+pub const upstream_probe_timeout_s: u64 = 5;
+/// HTTP workers: failed requests in a row (refused, reset, stalled, malformed, 5xx) that mark a
+/// worker unhealthy until its `/health` answers again.
+pub const upstream_failures_max: u32 = 3;
+
 /// Requests: `n` (choices per request).
 pub const choices_per_request_max: u32 = 128;
 /// Requests: stop strings per request.
@@ -137,6 +157,14 @@ pub const cache_aware_tree_bytes_max_default: usize = 64 << 20;
 pub const cache_aware_block_tokens_default: usize = 16;
 /// A worker's entry for a prefix older than this no longer attracts requests.
 pub const cache_aware_entry_ttl_s_default: u64 = 600;
+
+/// KV-cache events (engines started with `--kv-events-config`): blocks indexed per engine rank
+/// and shard (about 100 bytes each; 1M blocks of 16 tokens covers any engine's cache here).
+pub const kv_index_blocks_max: usize = 1 << 20;
+/// How long a replay of missed event batches may take before the rank's index is dropped.
+pub const kv_replay_timeout_ms: u64 = 2_000;
+/// Batches decoded in a row before the subscriber yields to the shard's other tasks.
+pub const kv_batches_per_poll_max: usize = 64;
 
 /// Constrained decoding: how deep a JSON schema or structural tag may nest objects and arrays
 /// (vLLM's `MAX_STRUCTURED_OUTPUT_JSON_NESTING`; a structural tag may wrap schemas in

@@ -96,8 +96,12 @@ if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/constraints.py
   step "shardgate serve starting a real vLLM engine, which is SIGKILLed and restarted"
   limited 1800 python3 tests/real_vllm/serve.py
+  step "vllm serve as an HTTP worker: through shardgate and directly, identical answers"
+  limited 1800 python3 tests/real_vllm/http_worker.py
   step "a real vLLM headless engine attached over a tcp:// worker"
   limited 900 python3 tests/real_vllm/tcp_worker.py
+  step "KV-cache events: vLLM's publisher with a dropped batch, and a real 2-rank group routed by what it holds"
+  limited 1800 python3 tests/real_vllm/kv_events.py
 fi
 
 step "all tests passed"

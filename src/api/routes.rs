@@ -55,6 +55,9 @@ async fn route(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
         let _ = r.send_error(&ApiError::unavailable("the server is shutting down")).await;
         return;
     }
+    if method == "POST" && relay_to_http(ctx, path, &req, r).await {
+        return;
+    }
     let answer: Answer = match (method, path) {
         ("POST", "/v1/chat/completions") => return openai::chat::handle(ctx, &req.body, r).await,
         ("POST", "/v1/completions") => return openai::completion::handle(ctx, &req.body, r).await,
@@ -96,6 +99,25 @@ async fn route(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
         Ok((status, body)) => r.send_json(status, body.as_bytes()).await,
         Err(e) => r.send_error(&e).await,
     };
+}
+
+/// Sends a generation (or embeddings) request to an HTTP worker when the routing policy
+/// picks one for its model; true when it was answered that way.
+async fn relay_to_http(ctx: &Rc<ShardCtx>, path: &str, req: &Request, r: &mut Responder<'_>) -> bool {
+    use crate::upstream::{choose, peek, relay};
+    let Some(endpoint) = relay::relayed_path(path) else { return false };
+    if !choose::any_http(ctx) {
+        return false;
+    }
+    let Some(peek) = peek::peek(&req.body) else { return false };
+    match choose::choose(ctx, &peek, &req.body, None) {
+        choose::Route::Engine => false,
+        choose::Route::Unavailable => {
+            let _ = r.send_error(&ApiError::unavailable("no healthy worker is available")).await;
+            true
+        }
+        choose::Route::Http(worker) => relay::relay(ctx, worker, endpoint, req, &peek, r).await == relay::Outcome::Done,
+    }
 }
 
 /// The stored-state routes of the Responses and Conversations APIs (`None`: the path exists

@@ -75,13 +75,17 @@ impl RequestBook {
         self.requests.borrow().contains_key(request_id)
     }
 
-    /// Enters a request, on the rank the table picks, and counts it dispatched: its slot and rank.
+    /// Enters a request, on `preferred` or else the rank the table picks by load, and counts it
+    /// dispatched: its slot and rank.
     pub fn enter(
         &self,
         request_id: &str,
         finish: Option<tokenspeed::finish::RequestFinish>,
+        preferred: Option<usize>,
     ) -> (Rc<RequestSlot>, usize) {
-        let rank = {
+        let rank = if let Some(rank) = preferred.filter(|&r| r < self.ranks.len()) {
+            rank
+        } else {
             let mut cursor = self.rank_cursor.get();
             let rank = self.ranks.select(&mut cursor);
             self.rank_cursor.set(cursor);

@@ -12,9 +12,11 @@ use super::book::{self, RequestBook};
 use super::loss::LinkLoss;
 use super::slot::{RequestSlot, SlotEvent};
 use super::submit_error::SubmitError;
+use super::zmq::kv_events::{self, KvRanks, RankKvSummary};
 use super::zmq::transport::{ZmqAttachment, ZmqTransport};
 use super::EngineRequest;
 use crate::error::{EngineFault, FaultSource};
+use crate::routing::kv_index::{prefer_rank, Balance};
 use crate::routing::RankTable;
 use crate::workers::Worker;
 
@@ -35,6 +37,18 @@ pub struct EngineLink {
     book: Rc<RequestBook>,
     transport: Transport,
     max_model_len: u32,
+    /// The ranks' exact block indexes, where the engines publish KV-cache events.
+    kv: Option<Rc<KvRanks>>,
+    balance: Balance,
+}
+
+/// How a link routes inside its worker, from the gateway's configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct LinkSettings {
+    /// Silence with requests in flight after which the engine counts as lost.
+    pub silence_s: u64,
+    /// When a rank holding a prompt's prefix is too busy to be preferred.
+    pub balance: Balance,
 }
 
 impl EngineLink {
@@ -46,18 +60,21 @@ impl EngineLink {
         client_index: u32,
         attachment: Attachment,
         ranks: Arc<RankTable>,
-        silence_s: u64,
+        settings: LinkSettings,
     ) -> std::io::Result<Rc<EngineLink>> {
         let book = Rc::new(RequestBook::new(worker.clone(), epoch, client_index, ranks));
-        let (transport, max_model_len) = match attachment {
+        let (transport, max_model_len, kv) = match attachment {
             Attachment::Zmq(a) => {
                 assert!(!a.engines.is_empty() && a.engines.len() == book.ranks.len());
                 let max_model_len = a.max_model_len();
-                (Transport::Zmq(ZmqTransport::start(a, worker.backend(), &book)?), max_model_len)
+                let publishers = a.engines.iter().map(|e| e.registration.kv_events()).collect();
+                // Engines of an `ipc://` worker run on this host.
+                let kv = kv_events::follow(&book, &a.zmq, publishers, "127.0.0.1");
+                (Transport::Zmq(ZmqTransport::start(a, worker.backend(), &book)?), max_model_len, kv)
             }
         };
-        monoio::spawn(book::watch_silence(book.clone(), silence_s));
-        Ok(Rc::new(EngineLink { worker, epoch, book, transport, max_model_len }))
+        monoio::spawn(book::watch_silence(book.clone(), settings.silence_s));
+        Ok(Rc::new(EngineLink { worker, epoch, book, transport, max_model_len, kv, balance: settings.balance }))
     }
 
     /// The context length every engine of the worker accepts.
@@ -71,6 +88,31 @@ impl EngineLink {
 
     pub fn in_flight(&self) -> usize {
         self.book.in_flight()
+    }
+
+    /// The most leading tokens of `tokens` any rank holds, where the ranks publish KV events.
+    pub fn cached_tokens(&self, tokens: &[u32]) -> Option<u32> {
+        let kv = self.kv.as_ref()?;
+        let mut per_rank = Vec::new();
+        kv.cached_tokens(tokens, &mut per_rank);
+        per_rank.into_iter().flatten().max()
+    }
+
+    /// Each rank's view of its KV-cache events; `None` when the engines publish none.
+    pub fn kv_summary(&self) -> Option<Vec<RankKvSummary>> {
+        self.kv.as_ref().map(|kv| kv.summary())
+    }
+
+    /// The rank that holds the most of `tokens` when that beats load (see `prefer_rank`).
+    fn preferred_rank(&self, tokens: &[u32]) -> Option<usize> {
+        let kv = self.kv.as_ref()?;
+        if self.book.ranks.len() < 2 {
+            return None;
+        }
+        let mut cached = Vec::new();
+        kv.cached_tokens(tokens, &mut cached);
+        let scores: Vec<f64> = self.book.ranks.snapshots().map(|l| crate::routing::score(&l)).collect();
+        prefer_rank(&cached, &scores, self.balance)
     }
 
     /// Sends an ADD. The returned `Submission` aborts the request on the engine if it is dropped
@@ -93,7 +135,8 @@ impl EngineLink {
         let (slot, rank) = match &self.transport {
             Transport::Zmq(t) => {
                 let payload = t.encode_add(req, self.book.client_index)?;
-                let (slot, rank) = self.book.enter(&req.request_id, t.request_finish(req));
+                let preferred = self.preferred_rank(&req.prompt_token_ids);
+                let (slot, rank) = self.book.enter(&req.request_id, t.request_finish(req), preferred);
                 if lockstep {
                     t.wake_group(&self.book);
                 }

@@ -221,10 +221,29 @@ impl<'c> Responder<'c> {
 
     /// Starts an SSE stream (200, `text/event-stream`, chunked).
     pub async fn start_sse(&mut self) -> Result<(), ClientGone> {
+        self.start_chunked(200, "text/event-stream", &[("cache-control", "no-cache"), ("x-accel-buffering", "no")])
+            .await
+    }
+
+    /// Starts a chunked response of any kind (an upstream's stream, relayed): `push_bytes`,
+    /// `flush`, and `end_sse` to finish it.
+    pub async fn start_chunked(
+        &mut self,
+        status: u16,
+        content_type: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<(), ClientGone> {
         debug_assert_eq!(self.state, State::Idle);
-        self.push_head(200, "text/event-stream", None, &[("cache-control", "no-cache"), ("x-accel-buffering", "no")]);
+        self.push_head(status, content_type, None, extra);
         self.state = State::Streaming;
         self.write_buf().await
+    }
+
+    /// Queues bytes as they are, for the next chunk.
+    pub fn push_bytes(&mut self, bytes: &[u8]) {
+        debug_assert_eq!(self.state, State::Streaming);
+        self.reserve_chunk_header();
+        self.buf.extend_from_slice(bytes);
     }
 
     /// Queues one event, `data: <payload>\n\n`, with an `event: <name>` line first when named
@@ -266,7 +285,12 @@ impl<'c> Responder<'c> {
     /// Writes the queued events as one chunk, and the last-chunk marker with them if `last`.
     async fn flush_chunk(&mut self, last: bool) -> Result<(), ClientGone> {
         if self.buf.is_empty() {
-            return Ok(());
+            if !last || self.http10 {
+                return Ok(());
+            }
+            // Nothing queued (a relay flushes every piece as it comes): the end marker alone.
+            self.buf.extend_from_slice(b"0\r\n\r\n");
+            return self.write_from(0).await;
         }
         let mut start = 0;
         if !self.http10 {

@@ -55,11 +55,15 @@ fn router_metrics(out: &mut String, shards: &[&ShardMetrics], model: &str) {
     let base = |endpoint: &str| {
         format!("router_type=\"zmq\",connection_mode=\"zmq\",model=\"{model}\",endpoint=\"{endpoint}\"")
     };
+    // Relayed requests carry the model the client named, which the gateway does not track.
+    let relayed = |endpoint: &str| format!("router_type=\"http\",connection_mode=\"http\",endpoint=\"{endpoint}\"");
     header(out, "smg_router_requests_total", "counter", "Requests processed by the router.");
     for (e, name) in ENDPOINTS {
         for streaming in [false, true] {
             let n = sum(shards, |m| m.requests[e as usize][streaming as usize].load(Ordering::Relaxed));
             let _ = writeln!(out, "smg_router_requests_total{{{},streaming=\"{streaming}\"}} {n}", base(name));
+            let n = sum(shards, |m| m.relayed[e as usize][streaming as usize].load(Ordering::Relaxed));
+            let _ = writeln!(out, "smg_router_requests_total{{{},streaming=\"{streaming}\"}} {n}", relayed(name));
         }
     }
     header(out, "smg_router_request_errors_total", "counter", "Router errors by type.");
@@ -67,6 +71,8 @@ fn router_metrics(out: &mut String, shards: &[&ShardMetrics], model: &str) {
         for (t, tname) in ERROR_TYPES {
             let n = sum(shards, |m| m.errors[e as usize][t as usize].load(Ordering::Relaxed));
             let _ = writeln!(out, "smg_router_request_errors_total{{{},error_type=\"{tname}\"}} {n}", base(name));
+            let n = sum(shards, |m| m.relayed_errors[e as usize][t as usize].load(Ordering::Relaxed));
+            let _ = writeln!(out, "smg_router_request_errors_total{{{},error_type=\"{tname}\"}} {n}", relayed(name));
         }
     }
     header(out, "smg_router_tokens_total", "counter", "Tokens by type.");
@@ -152,6 +158,11 @@ fn worker_metrics(out: &mut String, shards: &[&ShardMetrics], shared: &Shared, m
             out,
             "smg_worker_retries_total{{worker_type=\"regular\",connection_mode=\"zmq\",endpoint=\"{name}\"}} {n}"
         );
+        let n = sum(shards, |m| m.relayed_retries[e as usize].load(Ordering::Relaxed));
+        let _ = writeln!(
+            out,
+            "smg_worker_retries_total{{worker_type=\"regular\",connection_mode=\"http\",endpoint=\"{name}\"}} {n}"
+        );
     }
     let workers = shared.registry.snapshot();
     header(out, "smg_worker_pool_size", "gauge", "Workers registered.");
@@ -161,7 +172,12 @@ fn worker_metrics(out: &mut String, shards: &[&ShardMetrics], shared: &Shared, m
         workers.len()
     );
     let labels = |w: &crate::workers::Worker| {
-        format!("worker=\"{}\",connection_mode=\"zmq\",runtime_type=\"{}\"", label(w.url()), w.backend().as_str())
+        format!(
+            "worker=\"{}\",connection_mode=\"{}\",runtime_type=\"{}\"",
+            label(w.url()),
+            w.connection_mode(),
+            w.runtime_type()
+        )
     };
     header(out, "smg_worker_health", "gauge", "1 when the worker takes requests.");
     for w in workers.iter() {

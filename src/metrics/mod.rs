@@ -106,6 +106,10 @@ pub struct ShardMetrics {
     pub duration: [Histogram; N_ENDPOINTS],
     /// [endpoint] generations sent once more after their engine failed before any output.
     pub retries: [AtomicU64; N_ENDPOINTS],
+    /// The same three for requests relayed to HTTP workers (`connection_mode="http"`).
+    pub relayed: [[AtomicU64; 2]; N_ENDPOINTS],
+    pub relayed_errors: [[AtomicU64; 6]; N_ENDPOINTS],
+    pub relayed_retries: [AtomicU64; N_ENDPOINTS],
     /// Responses by status (index in `STATUSES`; last slot: anything else).
     pub responses: [AtomicU64; STATUSES.len() + 1],
     pub http_requests: AtomicU64,
@@ -134,6 +138,19 @@ impl ShardMetrics {
 
     pub fn retry(&self, e: Endpoint) {
         add(&self.retries[e as usize], 1);
+    }
+
+    /// A request relayed to an HTTP worker.
+    pub fn relayed(&self, e: Endpoint, streaming: bool) {
+        add(&self.relayed[e as usize][streaming as usize], 1);
+    }
+
+    pub fn relayed_error(&self, e: Endpoint, t: ErrorType) {
+        add(&self.relayed_errors[e as usize][t as usize], 1);
+    }
+
+    pub fn relayed_retry(&self, e: Endpoint) {
+        add(&self.relayed_retries[e as usize], 1);
     }
 
     pub fn tokens(&self, e: Endpoint, input: u64, output: u64) {

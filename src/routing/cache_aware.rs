@@ -210,16 +210,21 @@ impl CacheAwarePolicy {
         self.matched_blocks.clear();
         self.matched_blocks.resize(candidates.len(), 0);
         self.tree.match_blocks(&self.block_hashes, now_s, &self.candidate_of_tenant, &mut self.matched_blocks);
+        // What a worker's engines report holding beats the tree's estimate for it.
+        let matched = |index: usize| match candidates[index].cached_tokens {
+            Some(tokens) => tokens as usize,
+            None => self.matched_blocks[index] as usize * self.config.block_size,
+        };
 
-        // Most blocks, then lowest load, then earliest.
+        // Most tokens, then lowest load, then earliest.
         let mut best = 0;
         for index in 1..candidates.len() {
-            let (blocks, best_blocks) = (self.matched_blocks[index], self.matched_blocks[best]);
-            if blocks > best_blocks || (blocks == best_blocks && candidates[index].load < candidates[best].load) {
+            let (tokens, best_tokens) = (matched(index), matched(best));
+            if tokens > best_tokens || (tokens == best_tokens && candidates[index].load < candidates[best].load) {
                 best = index;
             }
         }
-        let matched_tokens = (self.matched_blocks[best] as usize * self.config.block_size).min(token_count);
+        let matched_tokens = matched(best).min(token_count);
         let match_ratio = matched_tokens as f64 / token_count.max(1) as f64;
         if matched_tokens > 0 && match_ratio > self.config.cache_threshold {
             best

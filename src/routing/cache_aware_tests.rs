@@ -10,7 +10,7 @@ fn config() -> CacheAwareConfig {
 }
 
 fn workers(loads: &[u64]) -> Vec<Candidate> {
-    loads.iter().enumerate().map(|(index, &load)| Candidate { key: 100 + index as u64, load }).collect()
+    loads.iter().enumerate().map(|(index, &load)| Candidate::new(100 + index as u64, load)).collect()
 }
 
 /// A 40-token prompt: a 32-token prefix shared by its family, then an 8-token suffix.
@@ -125,7 +125,7 @@ fn a_removed_worker_is_forgotten() {
     policy.on_removed(12_345); // unknown keys are ignored
     assert_eq!(policy.tree_block_count(), 0, "only worker 100 held these blocks");
     // A new worker reuses worker 100's slot; the old prefix must not follow it.
-    let replacement = [Candidate { key: 300, load: 1 }, Candidate { key: 101, load: 0 }];
+    let replacement = [Candidate::new(300, 1), Candidate::new(101, 0)];
     assert_eq!(policy.select_at(&replacement, &prompt(0, 2), 0), Some(1));
 }
 

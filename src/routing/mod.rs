@@ -13,6 +13,7 @@
 //! design; the integrator calls `dispatched` / `finished` / `report` (see [`rank_load`]).
 
 pub mod cache_aware;
+pub mod kv_index;
 pub mod policy;
 mod prefix_tree;
 pub mod rank_load;

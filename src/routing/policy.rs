@@ -27,6 +27,16 @@ pub struct Candidate {
     pub key: u64,
     /// Gateway in-flight requests on the worker plus the engine-reported queue; only compared.
     pub load: u64,
+    /// The prompt's leading tokens the worker's engines hold, known exactly from their KV-cache
+    /// events (`None`: the worker publishes none, and `cache_aware` estimates from its tree).
+    pub cached_tokens: Option<u32>,
+}
+
+impl Candidate {
+    /// A candidate without an exact view of its cache.
+    pub fn new(key: u64, load: u64) -> Self {
+        Candidate { key, load, cached_tokens: None }
+    }
 }
 
 /// A routing policy instance. One per shard.

@@ -5,7 +5,7 @@ use super::*;
 use crate::routing::{new_policy, new_policy_seeded, CacheAwareConfig};
 
 fn candidates(loads: &[u64]) -> Vec<Candidate> {
-    loads.iter().enumerate().map(|(index, &load)| Candidate { key: 100 + index as u64, load }).collect()
+    loads.iter().enumerate().map(|(index, &load)| Candidate::new(100 + index as u64, load)).collect()
 }
 
 fn policy(kind: PolicyKind, seed: u64) -> Box<dyn Policy> {

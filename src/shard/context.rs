@@ -14,7 +14,7 @@ use crate::error::ApiError;
 use crate::metrics::ShardMetrics;
 use crate::metrics::{Endpoint, ErrorType};
 use crate::pipeline::admission::{self, Admission, LocalWaiters, Permit};
-use crate::routing::{new_policy, Candidate, Policy};
+use crate::routing::{new_policy, Candidate, Policy, PolicyKind};
 use crate::workers::registry::Registry;
 use shardgate_text::render::{RenderedPrompt, Renderer};
 use shardgate_text::tokenizer::cache::TokenizerCache;
@@ -152,6 +152,10 @@ pub struct ShardCtx {
     tokenizer_cache: RefCell<Option<TokenizerCache>>,
     /// This shard's replica policy (its state, e.g. the prefix tree, is per shard).
     pub(super) policy: RefCell<Box<dyn Policy>>,
+    /// The policy's instance for the choice between HTTP and engine workers (`upstream::choose`).
+    pub upstream_policy: RefCell<Box<dyn Policy>>,
+    /// Idle keep-alive connections to HTTP workers.
+    pub upstreams: crate::upstream::pool::Pool,
     /// This shard's requests waiting for an admission slot.
     pub admission_waiters: LocalWaiters,
     /// Raised on shutdown: the accept loop ends.
@@ -175,6 +179,8 @@ impl ShardCtx {
             renderer: OnceCell::new(),
             tokenizer_cache: RefCell::new(None),
             policy: RefCell::new(new_policy(shared.config.routing.policy, &shared.config.routing.cache_aware)),
+            upstream_policy: RefCell::new(new_policy(shared.config.routing.policy, &shared.config.routing.cache_aware)),
+            upstreams: Default::default(),
             admission_waiters: Default::default(),
             stop_accepting: Default::default(),
             shared,
@@ -209,7 +215,11 @@ impl ShardCtx {
         let mut open = Vec::with_capacity(workers.len());
         for w in workers.iter().filter(|w| w.is_routable() && Some(w.key) != except) {
             if let Some(link) = links.get(&w.key).filter(|l| l.is_open()) {
-                candidates.push(Candidate { key: w.key, load: w.load() });
+                let mut candidate = Candidate::new(w.key, w.load());
+                if self.shared.config.routing.policy == PolicyKind::CacheAware {
+                    candidate.cached_tokens = link.cached_tokens(tokens);
+                }
+                candidates.push(candidate);
                 open.push(link);
             }
         }

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use super::context::{ShardCtx, Shared};
 use super::mailbox::ShardMsg;
-use crate::engine::link::EngineLink;
+use crate::engine::link::{EngineLink, LinkSettings};
 use crate::engine::loss::LinkLoss;
+use crate::routing::kv_index::Balance;
 use crate::workers::jobs;
 
 /// This shard's context, with the task that handles its mailbox running.
@@ -28,8 +29,15 @@ fn handle(ctx: &Rc<ShardCtx>, msg: ShardMsg) {
     match msg {
         ShardMsg::Attach { worker, epoch, attachment, ranks, done } => {
             if let Some(w) = ctx.shared.registry.snapshot().iter().find(|w| w.key == worker) {
-                let silence_s = ctx.shared.config.engine_silence_s;
-                match EngineLink::start(w.clone(), epoch, ctx.index as u32, attachment, ranks, silence_s) {
+                let config = &ctx.shared.config;
+                let settings = LinkSettings {
+                    silence_s: config.engine_silence_s,
+                    balance: Balance {
+                        abs: config.routing.cache_aware.balance_abs_threshold as f64,
+                        rel: config.routing.cache_aware.balance_rel_threshold,
+                    },
+                };
+                match EngineLink::start(w.clone(), epoch, ctx.index as u32, attachment, ranks, settings) {
                     Ok(link) => {
                         ctx.links.borrow_mut().insert(worker, link);
                     }

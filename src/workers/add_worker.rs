@@ -15,4 +15,8 @@ pub struct AddWorker {
     pub connection_mode: Option<String>,
     pub labels: Map<String, Value>,
     pub priority: i64,
+    /// HTTP workers: the key sent to the upstream.
+    pub api_key: Option<String>,
+    /// HTTP workers: `models[0].id`, the name clients use for the upstream's model.
+    pub model_id: Option<String>,
 }

@@ -40,6 +40,11 @@ pub fn parse_add(body: &[u8]) -> Result<AddWorker, ApiError> {
         connection_mode: f.str("connection_mode")?.map(str::to_string),
         labels: f.object("labels")?.cloned().unwrap_or_default(),
         priority: f.i64("priority")?.unwrap_or(0),
+        api_key: f.str("api_key")?.map(str::to_string),
+        model_id: match f.array("models")? {
+            Some(models) => models.first().and_then(|m| m.get("id")).and_then(Value::as_str).map(str::to_string),
+            None => None,
+        },
     })
 }
 
@@ -70,7 +75,7 @@ pub fn list(ctx: &Rc<ShardCtx>) -> String {
         if i > 0 {
             out.push(',');
         }
-        push_worker(&mut out, w);
+        push_worker(&mut out, w, ctx);
     }
     out.push_str("],\"total\":");
     push_int(&mut out, workers.len());
@@ -81,7 +86,7 @@ pub fn list(ctx: &Rc<ShardCtx>) -> String {
 pub fn get(ctx: &Rc<ShardCtx>, id: &str) -> Result<String, ApiError> {
     let w = find(ctx, id)?;
     let mut out = String::new();
-    push_worker(&mut out, &w);
+    push_worker(&mut out, &w, ctx);
     Ok(out)
 }
 
@@ -139,14 +144,25 @@ fn find(ctx: &ShardCtx, id: &str) -> Result<std::sync::Arc<Worker>, ApiError> {
     ctx.shared.registry.find(id).ok_or_else(|| ApiError::not_found(format!("no worker with id {id}")))
 }
 
-fn push_worker(out: &mut String, w: &Worker) {
+fn push_worker(out: &mut String, w: &Worker, ctx: &ShardCtx) {
     let WorkerMeta { labels, priority } = w.meta();
     out.push_str("{\"id\":");
     push_str(out, &w.id);
     out.push_str(",\"url\":");
     push_str(out, w.url());
-    out.push_str(",\"connection_mode\":\"zmq\",\"runtime_type\":");
-    push_str(out, w.backend().as_str());
+    out.push_str(",\"connection_mode\":");
+    push_str(out, w.connection_mode());
+    out.push_str(",\"runtime_type\":");
+    push_str(out, w.runtime_type());
+    if let Some(up) = &w.config.upstream {
+        out.push_str(",\"models\":");
+        let models: &[String] = &up.models();
+        out.push_str(&serde_json::json!(models).to_string());
+        if let Some(alias) = &up.alias {
+            out.push_str(",\"model_id\":");
+            push_str(out, alias);
+        }
+    }
     out.push_str(",\"worker_type\":\"regular\",\"status\":");
     push_str(out, w.status().as_str());
     out.push_str(",\"dp_size\":");
@@ -165,9 +181,11 @@ fn push_worker(out: &mut String, w: &Worker) {
     out.push_str(",\"load\":{\"in_flight\":");
     push_int(out, w.in_flight.load(std::sync::atomic::Ordering::Relaxed).max(0));
     out.push_str(",\"ranks\":[");
+    // This shard's view of what each rank holds (every shard follows the same events).
+    let kv = ctx.link(w.key).and_then(|l| l.kv_summary()).unwrap_or_default();
     if let Some(table) = w.ranks() {
         for (rank, load) in table.snapshots().enumerate() {
-            let entry = serde_json::json!({
+            let mut entry = serde_json::json!({
                 "rank": rank,
                 "in_flight": load.in_flight,
                 "running": load.running,
@@ -176,6 +194,9 @@ fn push_worker(out: &mut String, w: &Worker) {
                 "report_age_ms": load.report_age_ms,
                 "score": crate::routing::score(&load),
             });
+            if let Some(view) = kv.get(rank) {
+                entry["kv_events"] = serde_json::json!(view);
+            }
             if rank > 0 {
                 out.push(',');
             }

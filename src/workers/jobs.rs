@@ -21,6 +21,9 @@ use shardgate_wire::sockdir;
 /// Checks a request against the gateway and the registered workers.
 pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, WorkerMeta), WorkerRefusal> {
     let url = &req.url;
+    if crate::upstream::target::is_http_url(url) {
+        return validate_http(ctx, req);
+    }
     let tcp = if url.starts_with("tcp://") {
         if req.zmq_handshake_address.is_some() {
             return Err(WorkerRefusal::TcpHandshakeAddress { url: url.clone() });
@@ -79,12 +82,33 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
         engine_count,
         handshake_address: req.zmq_handshake_address.clone(),
         engine: None,
+        upstream: None,
     };
     let addr = crate::config::handshake_address(&worker);
     if let Some(other) = registry.snapshot().iter().find(|w| w.handshake_address == addr) {
         return Err(WorkerRefusal::HandshakeAddressTaken { address: addr, other: other.url().to_string() });
     }
     Ok((worker, WorkerMeta { labels: req.labels.clone(), priority: req.priority }))
+}
+
+/// An HTTP worker: a usable upstream URL, not registered yet, and no ZMQ-only field.
+fn validate_http(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, WorkerMeta), WorkerRefusal> {
+    let url = &req.url;
+    if req.zmq_handshake_address.is_some() {
+        return Err(WorkerRefusal::HandshakeAddressWithoutZmq);
+    }
+    if let Some(mode) = req.connection_mode.as_deref().filter(|m| *m != "http") {
+        return Err(WorkerRefusal::ConnectionMode { url: url.clone(), mode: mode.to_string() });
+    }
+    if let Some(t) = req.worker_type.as_deref().filter(|t| *t != "regular") {
+        return Err(WorkerRefusal::WorkerType { url: url.clone(), worker_type: t.to_string() });
+    }
+    let upstream = crate::upstream::Upstream::parse(url, req.api_key.clone(), req.model_id.clone())
+        .map_err(|reason| WorkerRefusal::Upstream { url: url.clone(), reason })?;
+    if let Some(other) = ctx.shared.registry.snapshot().iter().find(|w| w.url() == upstream.url) {
+        return Err(WorkerRefusal::Duplicate { url: url.clone(), other: other.url().to_string() });
+    }
+    Ok((WorkerConfig::http(upstream), WorkerMeta { labels: req.labels.clone(), priority: req.priority }))
 }
 
 /// Why a URL that is neither `ipc://` nor `tcp://` is refused (SMG's reasons).
@@ -147,6 +171,12 @@ pub fn add(ctx: &Rc<ShardCtx>, req: AddWorker) -> Result<Arc<Worker>, WorkerRefu
 pub fn register(ctx: &Rc<ShardCtx>, config: WorkerConfig, meta: WorkerMeta) -> Arc<Worker> {
     let shared = &ctx.shared;
     let worker = Arc::new(Worker::new(shared.registry.next_key(), config, meta));
+    if worker.config.upstream.is_some() {
+        tracing::info!("Registered HTTP worker {} (id {})", worker.url(), worker.id);
+        shared.registry.insert(worker.clone());
+        monoio::spawn(crate::upstream::probe::supervise(ctx.clone(), worker.clone()));
+        return worker;
+    }
     tracing::info!(
         "Registered ZMQ worker {} (id {}, runtime {:?}, engines {})",
         worker.url(),

@@ -101,7 +101,9 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(key: u64, config: WorkerConfig, meta: WorkerMeta) -> Self {
-        let handshake_address = crate::config::handshake_address(&config);
+        // An HTTP worker binds nothing.
+        let handshake_address =
+            if config.upstream.is_some() { String::new() } else { crate::config::handshake_address(&config) };
         Worker {
             id: format!("w{key:x}"),
             key,
@@ -127,6 +129,25 @@ impl Worker {
 
     pub fn backend(&self) -> Backend {
         self.config.backend
+    }
+
+    /// SMG's `connection_mode`: how the gateway reaches the worker.
+    pub fn connection_mode(&self) -> &'static str {
+        if self.config.upstream.is_some() {
+            "http"
+        } else {
+            "zmq"
+        }
+    }
+
+    /// SMG's `runtime_type`: the engine's wire for a ZMQ worker; an HTTP worker's server is
+    /// whatever speaks the OpenAI API.
+    pub fn runtime_type(&self) -> &'static str {
+        if self.config.upstream.is_some() {
+            "external"
+        } else {
+            self.config.backend.as_str()
+        }
     }
 
     pub fn status(&self) -> WorkerStatus {
@@ -282,6 +303,7 @@ mod tests {
             engine_count: 1,
             handshake_address: None,
             engine: None,
+            upstream: None,
         };
         Worker::new(1, config, WorkerMeta { labels: Map::new(), priority: 0 })
     }

@@ -65,6 +65,16 @@ pub enum WorkerRefusal {
     NoModelIdentity {
         url: String,
     },
+    /// An `http(s)://` worker URL that names no usable upstream.
+    Upstream {
+        url: String,
+        reason: crate::upstream::target::TargetError,
+    },
+    /// A `connection_mode` other than the URL's.
+    ConnectionMode {
+        url: String,
+        mode: String,
+    },
     /// A `tcp://` URL that is not an IP address and port of one interface.
     TcpAddress {
         url: String,
@@ -87,8 +97,15 @@ impl fmt::Display for WorkerRefusal {
                 f.write_str("zmq_handshake_address is only valid for ZMQ workers (ipc:// URLs)")
             }
             WorkerRefusal::NotIpc => f.write_str("ZMQ worker URL must be ipc://<path>"),
+            WorkerRefusal::Upstream { url, reason } => write!(f, "worker {url}: {reason}"),
+            WorkerRefusal::ConnectionMode { url, mode } => {
+                write!(f, "worker {url} has connection_mode '{mode}', but its URL is http://")
+            }
             WorkerRefusal::NotZmq { url } => {
-                write!(f, "worker {url} is not a ZMQ worker: this gateway serves ipc:// and tcp:// workers only")
+                write!(
+                    f,
+                    "worker {url} is not a ZMQ or HTTP worker: this gateway serves ipc://, tcp:// and http:// workers"
+                )
             }
             WorkerRefusal::Path(e) => e.fmt(f),
             WorkerRefusal::UnsupportedRuntime { url, runtime } => write!(
@@ -175,8 +192,9 @@ mod tests {
             ),
             (WorkerRefusal::NotIpc, "ZMQ worker URL must be ipc://<path>".into()),
             (
-                WorkerRefusal::NotZmq { url: "http://h:1".into() },
-                "worker http://h:1 is not a ZMQ worker: this gateway serves ipc:// and tcp:// workers only".into(),
+                WorkerRefusal::NotZmq { url: "grpc://h:1".into() },
+                "worker grpc://h:1 is not a ZMQ or HTTP worker: this gateway serves ipc://, tcp:// and http:// workers"
+                    .into(),
             ),
             (
                 WorkerRefusal::Path(SockdirError::NotAbsolute),

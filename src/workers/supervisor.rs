@@ -209,7 +209,7 @@ async fn serve_connection(
         shared.mailboxes[k].post(ShardMsg::Attach {
             worker: worker.key,
             epoch,
-            attachment: Attachment::Zmq(ZmqAttachment { sockets, engines: engines.clone() }),
+            attachment: Attachment::Zmq(ZmqAttachment { sockets, zmq: shared.zmq.clone(), engines: engines.clone() }),
             ranks: ranks.clone(),
             done: done.clone(),
         });

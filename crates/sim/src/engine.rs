@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use shardgate_text::tokenizer::Tokenizer;
 use shardgate_wire::tokenspeed as ts_wire;
-use shardgate_wire::vllm::handshake::{decode_init, encode_registration, encode_status, EngineRegistration};
+use shardgate_wire::vllm::handshake::{
+    decode_init, encode_kv_events_config, encode_registration, encode_status, EngineRegistration, KvEventsEndpoints,
+};
 use shardgate_wire::vllm::{ENGINE_CORE_DEAD, REQUEST_ABORT, REQUEST_ADD, REQUEST_START_DP_WAVE, REQUEST_UTILITY};
 use shardgate_wire::RequestError;
 
@@ -177,6 +179,16 @@ fn handshake(ctx: &zmq::Context, addr: &str, args: &Args, rank: u16) -> Result<S
         kv_cache_size_tokens: Some(KV_CAPACITY_TOKENS as u64),
         kv_cache_max_concurrency: Some(KV_CAPACITY_TOKENS / args.max_model_len.max(1) as f64),
         effective_attention_block_size: Some(BLOCK_TOKENS as u32),
+        kv_events_config: args.kv_events_endpoint.as_deref().map(|endpoint| {
+            encode_kv_events_config(&KvEventsEndpoints {
+                endpoint: offset_port(endpoint, engine_index as usize),
+                replay_endpoint: args
+                    .kv_events_replay_endpoint
+                    .as_deref()
+                    .map(|r| offset_port(r, engine_index as usize)),
+                topic: String::new(),
+            })
+        }),
         ..Default::default()
     };
     let mut reg_bytes = Vec::new();
@@ -723,4 +735,12 @@ fn next_token(r: &Running) -> (u32, Option<(u8, Option<u32>)>) {
         None
     };
     (token, finish)
+}
+
+/// vLLM's per-rank publisher address: the port plus the data-parallel rank.
+fn offset_port(endpoint: &str, rank: usize) -> String {
+    match endpoint.rsplit_once(':').and_then(|(host, port)| Some((host, port.parse::<usize>().ok()?))) {
+        Some((host, port)) if rank > 0 => format!("{host}:{}", port + rank),
+        _ => endpoint.to_string(),
+    }
 }

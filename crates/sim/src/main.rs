@@ -100,6 +100,14 @@ pub struct Args {
     /// `DPEngineCoreProc` without a coordinator.
     #[arg(long)]
     pub moe: bool,
+    /// Advertise a KV-cache event publisher at this address in the registration, as a vLLM
+    /// engine started with `--kv-events-config` does (rank r at the port plus r). The simulator
+    /// publishes nothing itself: a test runs vLLM's own publisher there.
+    #[arg(long = "kv-events-endpoint", value_name = "tcp://HOST:PORT")]
+    pub kv_events_endpoint: Option<String>,
+    /// With `--kv-events-endpoint`: the replay socket's address (rank r at the port plus r).
+    #[arg(long = "kv-events-replay-endpoint", value_name = "tcp://HOST:PORT")]
+    pub kv_events_replay_endpoint: Option<String>,
     /// Seed of the deterministic output.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

@@ -24,20 +24,60 @@ fn model_object(ctx: &ShardCtx, m: &ModelAssets, out: &mut String) {
     out.push('}');
 }
 
+/// A model only HTTP workers serve, and the upstream that serves it.
+fn upstream_object(name: &str, upstream: &str, out: &mut String) {
+    out.push_str("{\"id\":");
+    push_str(out, name);
+    out.push_str(",\"object\":\"model\",\"created\":");
+    push_int(out, shardgate_util::time::unix_time_s());
+    out.push_str(",\"owned_by\":");
+    push_str(out, upstream);
+    out.push('}');
+}
+
+/// The models ready HTTP workers serve under names other than the gateway's own, each once,
+/// with the first upstream that serves it.
+fn upstream_models(ctx: &ShardCtx, own: &str) -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = Vec::new();
+    for w in ctx.shared.registry.snapshot().iter().filter(|w| w.is_routable()) {
+        let Some(up) = &w.config.upstream else { continue };
+        let names = match &up.alias {
+            Some(alias) => vec![alias.clone()],
+            None => up.models().to_vec(),
+        };
+        for name in names {
+            if name != own && !found.iter().any(|(n, _)| *n == name) {
+                found.push((name, up.url.clone()));
+            }
+        }
+    }
+    found
+}
+
+/// The gateway's model and every model its HTTP workers serve.
 pub fn list(ctx: &Rc<ShardCtx>) -> Result<String, ApiError> {
     let m = loaded(ctx)?;
     let mut out = String::from("{\"object\":\"list\",\"data\":[");
     model_object(ctx, &m, &mut out);
+    for (name, upstream) in upstream_models(ctx, &m.served_name) {
+        out.push(',');
+        upstream_object(&name, &upstream, &mut out);
+    }
     out.push_str("]}");
     Ok(out)
 }
 
 pub fn get(ctx: &Rc<ShardCtx>, id: &str) -> Result<String, ApiError> {
     let m = loaded(ctx)?;
-    if id != m.served_name {
-        return Err(ApiError::model_not_found(id));
-    }
     let mut out = String::new();
-    model_object(ctx, &m, &mut out);
+    if id == m.served_name {
+        model_object(ctx, &m, &mut out);
+    } else {
+        let (name, upstream) = upstream_models(ctx, &m.served_name)
+            .into_iter()
+            .find(|(name, _)| name == id)
+            .ok_or_else(|| ApiError::model_not_found(id))?;
+        upstream_object(&name, &upstream, &mut out);
+    }
     Ok(out)
 }

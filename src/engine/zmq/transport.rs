@@ -32,6 +32,8 @@ const _: () = assert!(REQUEST_ADD == tokenspeed::REQUEST_ADD && REQUEST_ABORT ==
 /// What a shard is handed for a ZMQ worker after the handshake.
 pub struct ZmqAttachment {
     pub sockets: LinkSockets,
+    /// The gateway's libzmq context, for the KV-event subscriptions.
+    pub zmq: zmq::Context,
     /// The engines, by rank (the link's rank table has one slot each).
     pub engines: Arc<[Engine]>,
 }

@@ -176,7 +176,12 @@ pub fn decode_registration(frame: &[u8]) -> DecodeResult<EngineRegistration> {
             "mamba_block_size" => reg.mamba_block_size = Some(r.u32()?),
             "kv_cache_size_tokens" => reg.kv_cache_size_tokens = Some(r.u64()?),
             "kv_cache_max_concurrency" => reg.kv_cache_max_concurrency = Some(r.f64()?),
-            "kv_events_config" => reg.kv_events_config = Some(r.raw_value()?.to_vec()),
+            "kv_events_config" => {
+                let raw = r.raw_value()?;
+                // Checked now, so a malformed map refuses the registration, not the routing.
+                decode_kv_events_config(&mut Reader::new(raw))?;
+                reg.kv_events_config = Some(raw.to_vec());
+            }
             "weight_transfer_backend" => reg.weight_transfer_backend = Some(text(&mut r)?),
             "enable_sleep_mode" => reg.enable_sleep_mode = r.bool()?,
             "supports_draft_weight_updates" => reg.supports_draft_weight_updates = r.bool()?,
@@ -191,6 +196,68 @@ pub fn decode_registration(frame: &[u8]) -> DecodeResult<EngineRegistration> {
         return Err(DecodeError("registration without max_model_len".into()));
     }
     Ok(reg)
+}
+
+/// An engine's KV-event publisher as it resolved it: the PUB endpoint (offset by its rank
+/// already), the replay ROUTER's if any, and the topic.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KvEventsEndpoints {
+    pub endpoint: String,
+    pub replay_endpoint: Option<String>,
+    pub topic: String,
+}
+
+impl EngineRegistration {
+    /// Where the engine publishes KV-cache events, when it was started with them
+    /// (`kv_events_config`, checked when the registration was decoded).
+    pub fn kv_events(&self) -> Option<KvEventsEndpoints> {
+        let raw = self.kv_events_config.as_deref()?;
+        decode_kv_events_config(&mut Reader::new(raw)).ok().flatten()
+    }
+}
+
+/// `kv_events_config`: `None` unless it is enabled with the ZMQ publisher.
+fn decode_kv_events_config(r: &mut Reader<'_>) -> DecodeResult<Option<KvEventsEndpoints>> {
+    let n = r.map_len()?;
+    let (mut enabled, mut zmq) = (false, false);
+    let mut out = KvEventsEndpoints::default();
+    for _ in 0..n {
+        let key = r.str()?;
+        if r.try_nil()? {
+            continue;
+        }
+        match key {
+            "enable_kv_cache_events" => enabled = r.bool()?,
+            "publisher" => zmq = r.str()? == "zmq",
+            "endpoint" => out.endpoint = r.str()?.to_string(),
+            "replay_endpoint" => out.replay_endpoint = Some(r.str()?.to_string()),
+            "topic" => out.topic = r.str()?.to_string(),
+            _ => r.skip()?,
+        }
+    }
+    Ok((enabled && zmq && !out.endpoint.is_empty()).then_some(out))
+}
+
+/// A `kv_events_config` map as vLLM's `KVEventsConfig` encodes it (the simulator's side).
+pub fn encode_kv_events_config(kv: &KvEventsEndpoints) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = Writer::new(&mut out);
+    w.map(5 + usize::from(kv.replay_endpoint.is_some()));
+    w.str("enable_kv_cache_events");
+    w.bool(true);
+    w.str("publisher");
+    w.str("zmq");
+    w.str("endpoint");
+    w.str(&kv.endpoint);
+    if let Some(replay) = &kv.replay_endpoint {
+        w.str("replay_endpoint");
+        w.str(replay);
+    }
+    w.str("buffer_steps");
+    w.uint(10_000);
+    w.str("topic");
+    w.str(&kv.topic);
+    out
 }
 
 /// Encodes a registration as a vLLM 0.33 engine does (msgspec's encoding of the dataclass:
@@ -331,7 +398,36 @@ mod tests {
         let mut out = Vec::new();
         encode_registration(&reg, &mut out);
         assert_eq!(decode_registration(&out).unwrap(), reg);
+        let kv = KvEventsEndpoints {
+            endpoint: "tcp://127.0.0.1:5557".into(),
+            replay_endpoint: Some("tcp://127.0.0.1:5558".into()),
+            topic: String::new(),
+        };
+        let with_kv = EngineRegistration { kv_events_config: Some(encode_kv_events_config(&kv)), ..reg.clone() };
+        out.clear();
+        encode_registration(&with_kv, &mut out);
+        assert_eq!(decode_registration(&out).unwrap().kv_events(), Some(kv));
         assert!(decode_registration(&[0x80]).is_err());
         assert!(decode_registration(&[]).is_err());
+    }
+
+    /// vLLM 0.32.0's `EngineCoreReadyResponse` with a KV-event publisher, encoded by msgspec
+    /// (placeholder values in the fields this test does not read).
+    #[test]
+    fn registration_names_the_kv_event_publisher() {
+        let real = hex("de0019ad6d61785f6d6f64656c5f6c656ecd0100ae6e756d5f6770755f626c6f636b7300aa626c6f636b5f73697a6510b064705f73746174735f6164647265737300a56474797065a7666c6f61743332ac766c6c6d5f76657273696f6ea6302e33322e30aa776f726c645f73697a6500b2646174615f706172616c6c656c5f73697a6500b474656e736f725f706172616c6c656c5f73697a6500b6706970656c696e655f706172616c6c656c5f73697a6500bc6465636f64655f636f6e746578745f706172616c6c656c5f73697a6500b2646174615f706172616c6c656c5f72616e6b00ac6d61785f6e756d5f7365717300b66d61785f6e756d5f626174636865645f746f6b656e7300ab696e7374616e63655f6964a178ad737570706f7274735f6c6f726100a96d61785f6c6f72617300b06d616d62615f626c6f636b5f73697a65c0b46b765f63616368655f73697a655f746f6b656e73c0b86b765f63616368655f6d61785f636f6e63757272656e6379c0b06b765f6576656e74735f636f6e66696788b6656e61626c655f6b765f63616368655f6576656e7473c3a97075626c6973686572a37a6d71a8656e64706f696e74ac7463703a2f2f2a3a35353537af7265706c61795f656e64706f696e74ac7463703a2f2f2a3a35353538ac6275666665725f7374657073cd2710a368776dce000186a0ae6d61785f71756575655f73697a65ce000186a0a5746f706963a26b76b77765696768745f7472616e736665725f6261636b656e64c0b1656e61626c655f736c6565705f6d6f6465c2bd737570706f7274735f64726166745f7765696768745f75706461746573c2be6566666563746976655f617474656e74696f6e5f626c6f636b5f73697a65c0");
+        let reg = decode_registration(&real).unwrap();
+        assert_eq!((reg.max_model_len, reg.block_size), (256, 16));
+        let want = KvEventsEndpoints {
+            endpoint: "tcp://*:5557".into(),
+            replay_endpoint: Some("tcp://*:5558".into()),
+            topic: "kv".into(),
+        };
+        assert_eq!(reg.kv_events(), Some(want));
+        // Disabled: `enable_kv_cache_events` false -> no publisher to subscribe to.
+        let mut off = real.clone();
+        let at = real.windows(2).position(|w| w == [0x73, 0xc3]).unwrap() + 1;
+        off[at] = 0xc2;
+        assert_eq!(decode_registration(&off).unwrap().kv_events(), None);
     }
 }

@@ -9,6 +9,7 @@
 //! own structs (`tools/wire-fixtures/vllm-0.33.sh`).
 
 pub mod handshake;
+pub mod kv_events;
 pub mod output;
 pub mod request;
 

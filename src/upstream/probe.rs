@@ -1,0 +1,91 @@
+//! The control shard's loop for one HTTP worker: its `/health` (and `/v1/models`, which names
+//! the models it serves) every `--health-check-interval-secs`. A worker is ready while both
+//! answer 200, unhealthy otherwise (or after failed requests in a row, `relay`), and ready again
+//! as soon as they answer. Removal: no new requests, then gone once its requests finished.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::body::BodyDecoder;
+use super::client::Conn;
+use super::fault::UpstreamFault;
+use super::Upstream;
+use crate::limits;
+use crate::shard::ShardCtx;
+use crate::workers::{Worker, WorkerStatus};
+
+pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
+    let Some(up) = worker.config.upstream.clone() else { return };
+    let interval = Duration::from_secs(ctx.shared.config.health_check_interval_s);
+    loop {
+        if worker.drained() {
+            ctx.shared.registry.remove(worker.key);
+            ctx.shared.refresh_parsers();
+            tracing::info!("Removed worker {} (id {})", up.url, worker.id);
+            return;
+        }
+        if !worker.is_removing() {
+            check(&worker, &up).await;
+        }
+        monoio::select! {
+            _ = monoio::time::sleep(interval) => {}
+            _ = worker.supervisor_event(Worker::drained) => {}
+        }
+    }
+}
+
+async fn check(worker: &Worker, up: &Upstream) {
+    match probe(up).await {
+        Ok(models) => {
+            if worker.status() != WorkerStatus::Ready {
+                tracing::info!("HTTP worker {} is healthy; it serves {:?}", up.url, models);
+                up.succeeded();
+            }
+            up.set_models(models);
+            worker.set_status(WorkerStatus::Ready);
+        }
+        Err(e) => {
+            if worker.status() != WorkerStatus::Dead {
+                tracing::warn!("HTTP worker {} is unhealthy: {e}", up.url);
+            }
+            worker.set_status(WorkerStatus::Dead);
+        }
+    }
+}
+
+/// The upstream's model ids, if its `/health` and `/v1/models` answer 200.
+async fn probe(up: &Upstream) -> Result<Vec<String>, UpstreamFault> {
+    let (status, _) = get(up, "/health").await?;
+    if status != 200 {
+        return Err(UpstreamFault::Status(status));
+    }
+    let (status, body) = get(up, "/v1/models").await?;
+    if status != 200 {
+        return Err(UpstreamFault::Status(status));
+    }
+    let bad = || UpstreamFault::Malformed("/v1/models is not a model list".into());
+    let list: serde_json::Value = serde_json::from_slice(&body).map_err(|_| bad())?;
+    let data = list.get("data").and_then(serde_json::Value::as_array).ok_or_else(bad)?;
+    Ok(data.iter().filter_map(|m| m.get("id")?.as_str().map(str::to_string)).collect())
+}
+
+async fn get(up: &Upstream, path: &str) -> Result<(u16, Vec<u8>), UpstreamFault> {
+    let limit = Duration::from_secs(limits::upstream_probe_timeout_s);
+    let mut conn = Conn::connect(&up.authority).await?;
+    let mut request = format!("GET {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n", up.authority);
+    if let Some(key) = &up.api_key {
+        request.push_str(&format!("authorization: Bearer {key}\r\n"));
+    }
+    request.push_str("\r\n");
+    conn.send(request.into_bytes()).await.0?;
+    let head = conn.read_head(limit).await?;
+    let mut body = BodyDecoder::new(head.framing);
+    let mut out = Vec::new();
+    while conn.read_body(&mut body, &mut out, limit).await? {
+        if out.len() > limits::upstream_body_bytes_max {
+            return Err(UpstreamFault::Malformed("response body too large".into()));
+        }
+    }
+    Ok((head.status, out))
+}
