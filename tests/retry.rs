@@ -142,7 +142,9 @@ fn a_request_whose_engine_dies_before_any_output_is_served_by_another_worker() {
         eprintln!("{what}: {line}");
         // A silent death is seen as the engine's connection closing, as the engine being
         // unreachable (when the liveness ping gets there first), or as no connection to send
-        // on (when the close was read before the request was sent): all mean it is gone.
+        // on: with n = 2, A exits on the first choice's ADD, and its close may be read before
+        // the second choice's is sent ("engine not connected" on A, the first request after
+        // B, added at runtime, became ready; never on B). All mean it is gone.
         let causes: &[&str] = if fault.starts_with("die-silent") {
             &["closed its connection", "unreachable", "engine not connected"]
         } else {
