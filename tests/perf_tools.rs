@@ -68,11 +68,18 @@ fn setup_installs_every_module_the_perf_python_imports() {
     let mut sources = Vec::new();
     files(&perf_dir(), ".py", &mut sources);
     assert!(sources.len() >= 4, "{sources:?}");
-    for path in &sources {
-        let local: BTreeSet<String> = std::fs::read_dir(path.parent().unwrap())
+    // The real-engine tests' helpers (`tests/real_vllm/differential.py`, ...) are in the
+    // repository, which a tool puts on its own `sys.path`: nothing to install.
+    let modules_in = |dir: &std::path::Path| -> BTreeSet<String> {
+        std::fs::read_dir(dir)
             .unwrap()
             .filter_map(|e| e.unwrap().path().file_stem().map(|s| s.to_string_lossy().into_owned()))
-            .collect();
+            .collect()
+    };
+    let repo_helpers = modules_in(&perf_dir().join("../tests/real_vllm"));
+    for path in &sources {
+        let mut local = modules_in(path.parent().unwrap());
+        local.extend(repo_helpers.iter().cloned());
         for module in imports(&std::fs::read_to_string(path).unwrap()) {
             let known = stdlib.contains(&module) || local.contains(&module) || installed.contains(&module);
             assert!(known, "{} imports {module}, which perf/harness/setup.sh does not install", path.display());
