@@ -611,10 +611,11 @@ fn deliver(
             stop_reason: if last { stop_reason.clone() } else { None },
             ..Default::default()
         };
-        let applied = state.apply(tok, opts, ev);
-        if applied.error.is_some() {
+        if ev.finish == Some(FinishReason::Error) {
+            // The pipeline turns an ERROR finish into a fault before any choice sees it.
             return None;
         }
+        let applied = state.apply(tok, opts, ev);
         assert_eq!(applied.finished, state.is_finished(), "Applied.finished agrees with the state");
         if streaming {
             logprobs.append(&mut state.pending_logprobs);

@@ -590,7 +590,11 @@ impl Output {
                             w.str(code);
                             w.str("message");
                             w.str(message);
-                            ev.error = Some(format!("{code}: {message}"));
+                            ev.error = Some(shardgate_wire::RequestError {
+                                code: code.clone(),
+                                message: message.clone(),
+                                retryable: false,
+                            });
                         }
                     });
                 }
