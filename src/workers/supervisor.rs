@@ -20,7 +20,7 @@ use crate::engine::zmq::transport::{LinkSockets, ZmqAttachment};
 use crate::limits;
 use crate::routing::RankTable;
 use crate::shard::mailbox::ShardMsg;
-use crate::shard::ShardCtx;
+use crate::shard::{ShardCtx, Shared};
 use shardgate_wire::{sockdir, zmtp};
 
 /// How a connected period ended.
@@ -237,10 +237,17 @@ async fn serve_connection(
         }
         ended
     };
+    detach_all(shared, worker, epoch, &ended).await;
+    ended
+}
+
+/// Marks the worker dead and has every shard drop its link of `epoch`, failing what is in
+/// flight there with the period's end as the cause; waits until all have.
+pub(super) async fn detach_all(shared: &Shared, worker: &Worker, epoch: u64, ended: &Ended) {
     worker.set_status(WorkerStatus::Dead);
     // Every shard's requests learn the cause, not only those of the shard that saw it first
     // (an ENGINE_CORE_DEAD reaches each shard's socket, but the detach may get there first).
-    let reason = match &ended {
+    let reason = match ended {
         Ended::Lost(why) => LinkLoss::Reset(Box::new(why.clone())),
         // Only the attach check and `watch` end a connected period: never a failed handshake.
         Ended::Removed | Ended::Failed(_) | Ended::EngineExited => LinkLoss::Removed,
@@ -250,7 +257,6 @@ async fn serve_connection(
         mailbox.post(ShardMsg::Detach { worker: worker.key, epoch, reason: reason.clone(), done: done.clone() });
     }
     wait_for_shards(&done).await;
-    ended
 }
 
 /// Each connection binds fresh sockets on the same paths, and an engine that outlived its lost

@@ -12,11 +12,10 @@ use shardgate_grpc::{Backoff, Channel, Fault, ModelInfo, Service, WorkerClient};
 
 use crate::engine::grpc::transport::GrpcAttachment;
 use crate::engine::link::Attachment;
-use crate::engine::loss::LinkLoss;
 use crate::routing::RankTable;
 use crate::shard::mailbox::ShardMsg;
 use crate::shard::ShardCtx;
-use crate::workers::supervisor::{forget, removal_requested, wait_for_shards, watch, Ended};
+use crate::workers::supervisor::{detach_all, forget, removal_requested, wait_for_shards, watch, Ended};
 use crate::workers::{Worker, WorkerStatus};
 
 pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
@@ -128,15 +127,6 @@ async fn serve_connection(
         }
         ended
     };
-    worker.set_status(WorkerStatus::Dead);
-    let reason = match &ended {
-        Ended::Lost(why) => LinkLoss::Reset(Box::new(why.clone())),
-        Ended::Removed | Ended::Failed(_) | Ended::EngineExited => LinkLoss::Removed,
-    };
-    let done = Arc::new(AtomicUsize::new(shared.shards));
-    for mailbox in &shared.mailboxes {
-        mailbox.post(ShardMsg::Detach { worker: worker.key, epoch, reason: reason.clone(), done: done.clone() });
-    }
-    wait_for_shards(&done).await;
+    detach_all(shared, worker, epoch, &ended).await;
     ended
 }
