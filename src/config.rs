@@ -205,6 +205,17 @@ pub struct GatewayArgs {
     /// has no authentication: anyone who reaches those ports can act as an engine.
     #[arg(long = "allow-public-engine-bind")]
     pub allow_public_engine_bind: bool,
+    /// `https://` and `grpcs://` workers: a CA certificate (PEM) trusted besides the system's
+    /// store; repeat the flag for more.
+    #[arg(long = "ca-cert-path", value_name = "PEM")]
+    pub ca_cert_path: Vec<PathBuf>,
+    /// The gateway's certificate chain (PEM), for workers that require mutual TLS; needs
+    /// --client-key-path.
+    #[arg(long = "client-cert-path", value_name = "PEM")]
+    pub client_cert_path: Option<PathBuf>,
+    /// The private key (PEM) of --client-cert-path.
+    #[arg(long = "client-key-path", value_name = "PEM")]
+    pub client_key_path: Option<PathBuf>,
     /// Where stored responses (`/v1/responses` with `store`) and conversations live: `sqlite` (a
     /// file in --data-dir, durable across restarts), `memory` (lost on exit) or `none` (nothing
     /// is kept).
@@ -270,6 +281,9 @@ pub enum ConfigError {
     MetricsPort(u16),
     Policy(UnknownPolicy),
     CacheAware(CacheAwareError),
+    /// The TLS flags for workers cannot be used (a file missing or malformed, a key without
+    /// its certificate).
+    WorkerTls(String),
 }
 
 impl fmt::Display for ConfigError {
@@ -298,6 +312,7 @@ impl fmt::Display for ConfigError {
             ConfigError::MetricsPort(port) => write!(f, "--metrics-port {port} must differ from --port"),
             ConfigError::Policy(e) => e.fmt(f),
             ConfigError::CacheAware(e) => e.fmt(f),
+            ConfigError::WorkerTls(e) => write!(f, "TLS to workers: {e}"),
         }
     }
 }
@@ -350,6 +365,11 @@ impl WorkerConfig {
         }
     }
 
+    /// Reached over TLS (`https://`, `grpcs://`).
+    pub fn tls(&self) -> bool {
+        crate::workers::tls::is_tls_url(&self.url)
+    }
+
     /// SMG's `connection_mode` of the worker.
     pub fn connection_mode(&self) -> &'static str {
         if self.upstream.is_some() {
@@ -397,6 +417,8 @@ pub struct Config {
     pub worker_socket_root: Option<PathBuf>,
     /// `--allow-public-engine-bind`: `tcp://` workers may bind public addresses.
     pub allow_public_engine_bind: bool,
+    /// TLS to `https://` and `grpcs://` workers.
+    pub worker_tls: crate::workers::tls::WorkerTls,
     /// `--history-backend` in `--data-dir`: where stored responses and conversations live.
     pub history: shardgate_store::Backend,
 }
@@ -451,7 +473,7 @@ impl Config {
         let g = &a.gateway;
         let backend = match a.backend.as_deref() {
             None => {
-                if a.worker_urls.iter().any(|u| !u.starts_with(GRPC_URL_SCHEME)) {
+                if a.worker_urls.iter().any(|u| !is_grpc_url(u)) {
                     tracing::info!("runtime_type unspecified for ZMQ worker; defaulting to vLLM EngineCore");
                 }
                 Backend::Vllm
@@ -495,7 +517,7 @@ impl Config {
                 });
                 continue;
             }
-            if url.starts_with(GRPC_URL_SCHEME) {
+            if is_grpc_url(url) {
                 let worker = grpc_worker(url, backend).map_err(refused)?;
                 if let Some(other) = workers.iter().find(|w| w.grpc_addr == worker.grpc_addr) {
                     return Err(refused(WorkerRefusal::Duplicate { url: url.clone(), other: other.url.clone() }));
@@ -524,6 +546,14 @@ impl Config {
             });
         }
         check_handshake_collisions(&workers)?;
+        let worker_tls = crate::workers::tls::WorkerTls::new(shardgate_tls::ClientTlsSettings {
+            ca_cert_paths: g.ca_cert_path.clone(),
+            client_cert_path: g.client_cert_path.clone(),
+            client_key_path: g.client_key_path.clone(),
+        });
+        if worker_tls.configured() || a.worker_urls.iter().any(|u| crate::workers::tls::is_tls_url(u)) {
+            worker_tls.get().map_err(ConfigError::WorkerTls)?;
+        }
         let first = &workers[0].url;
         if g.dp_aware && a.zmq_engine_count > 1 {
             let reason =
@@ -613,6 +643,7 @@ impl Config {
             http_worker_timeout_s: g.http_worker_timeout_secs.max(1),
             worker_socket_root,
             allow_public_engine_bind: g.allow_public_engine_bind,
+            worker_tls,
             history: g.history_backend.in_directory(&g.data_dir.clone().unwrap_or_else(default_data_dir)),
         })
     }
@@ -665,13 +696,17 @@ pub fn parse_backend(b: &str, url: &str) -> Result<Backend, WorkerRefusal> {
     }
 }
 
-pub const GRPC_URL_SCHEME: &str = "grpc://";
+/// `grpc://` and, over TLS, `grpcs://`.
+pub fn is_grpc_url(url: &str) -> bool {
+    url.starts_with("grpc://") || url.starts_with("grpcs://")
+}
 
 /// The configuration of a `grpc://` worker. The service and the engine's size are the
 /// server's to say; the supervisor asks when it connects.
 pub fn grpc_worker(url: &str, backend: Backend) -> Result<WorkerConfig, WorkerRefusal> {
     let refused = || WorkerRefusal::GrpcAddress { url: url.to_string() };
-    let addr = url.strip_prefix(GRPC_URL_SCHEME).ok_or_else(refused)?.trim_end_matches('/');
+    let (scheme, rest) = url.split_once("://").filter(|(s, _)| matches!(*s, "grpc" | "grpcs")).ok_or_else(refused)?;
+    let addr = rest.trim_end_matches('/');
     let (host, port) = addr.rsplit_once(':').ok_or_else(refused)?;
     if host.is_empty() || host.contains('/') || port.parse::<u16>().map_or(true, |p| p == 0) {
         return Err(refused());
@@ -680,7 +715,7 @@ pub fn grpc_worker(url: &str, backend: Backend) -> Result<WorkerConfig, WorkerRe
         return Err(WorkerRefusal::GrpcRuntime { url: url.to_string(), runtime: backend.as_str().to_string() });
     }
     Ok(WorkerConfig {
-        url: format!("{GRPC_URL_SCHEME}{addr}"),
+        url: format!("{scheme}://{addr}"),
         path: String::new(),
         tcp: None,
         backend,
@@ -742,8 +777,8 @@ mod tests {
         let cases: &[(&[&str], &str)] = &[
             (&["--worker-urls", "unix://x:8000", "--model-path", "/m"], "ZMQ worker URL must be ipc://<path>"),
             (
-                &["--worker-urls", "https://x:8000", "--model-path", "/m"],
-                "worker https://x:8000: https:// workers are not supported yet",
+                &["--worker-urls", "https://x:8000/v1", "--model-path", "/m"],
+                "worker https://x:8000/v1: HTTP worker URL must name a server, not a path ('v1')",
             ),
             (&["--worker-urls", "http://x:8000", "http://x:8000/", "--model-path", "/m"], "is already registered"),
             (&["--worker-urls", "grpc://x", "--model-path", "/m"], "gRPC worker URL must be grpc://<host>:<port>"),
@@ -836,10 +871,32 @@ mod tests {
             ("grpc://127.0.0.1:18051", Backend::Vllm, Ok("127.0.0.1:18051")),
             ("grpc://worker:50051/", Backend::Vllm, Ok("worker:50051")),
             ("grpc://[::1]:50051", Backend::Vllm, Ok("[::1]:50051")),
-            ("grpc://worker", Backend::Vllm, Err("gRPC worker URL must be grpc://<host>:<port>, not grpc://worker")),
-            ("grpc://:50051", Backend::Vllm, Err("gRPC worker URL must be grpc://<host>:<port>, not grpc://:50051")),
-            ("grpc://h:0", Backend::Vllm, Err("gRPC worker URL must be grpc://<host>:<port>, not grpc://h:0")),
-            ("grpc://h:x/y", Backend::Vllm, Err("gRPC worker URL must be grpc://<host>:<port>, not grpc://h:x/y")),
+            ("grpcs://worker.example:443", Backend::Vllm, Ok("worker.example:443")),
+            (
+                "grpcx://h:1",
+                Backend::Vllm,
+                Err("gRPC worker URL must be grpc://<host>:<port> or grpcs://<host>:<port>, not grpcx://h:1"),
+            ),
+            (
+                "grpc://worker",
+                Backend::Vllm,
+                Err("gRPC worker URL must be grpc://<host>:<port> or grpcs://<host>:<port>, not grpc://worker"),
+            ),
+            (
+                "grpc://:50051",
+                Backend::Vllm,
+                Err("gRPC worker URL must be grpc://<host>:<port> or grpcs://<host>:<port>, not grpc://:50051"),
+            ),
+            (
+                "grpc://h:0",
+                Backend::Vllm,
+                Err("gRPC worker URL must be grpc://<host>:<port> or grpcs://<host>:<port>, not grpc://h:0"),
+            ),
+            (
+                "grpc://h:x/y",
+                Backend::Vllm,
+                Err("gRPC worker URL must be grpc://<host>:<port> or grpcs://<host>:<port>, not grpc://h:x/y"),
+            ),
             (
                 "grpc://h:1",
                 Backend::Tokenspeed,
@@ -852,6 +909,7 @@ mod tests {
                 (Ok(c), Ok(addr)) => {
                     assert_eq!(c.grpc_addr.as_deref(), Some(addr), "{url}");
                     assert_eq!(c.connection_mode(), "grpc");
+                    assert_eq!(c.tls(), url.starts_with("grpcs://"), "{url}");
                 }
                 (Err(e), Err(text)) => assert_eq!(e, text, "{url}"),
                 (got, want) => panic!("{url}: {got:?}, wanted {want:?}"),

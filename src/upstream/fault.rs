@@ -12,6 +12,9 @@ use crate::error::ApiError;
 pub enum UpstreamFault {
     /// The TCP connect failed or took too long.
     Connect(String),
+    /// The TLS handshake of an `https://` upstream failed: its certificate refused (issuer,
+    /// name, expiry), a protocol error, or no answer in time.
+    Tls(String),
     /// The connection broke (reset, closed early, a failed write).
     Broken(String),
     /// Nothing came for `--http-worker-timeout-secs`: before the head, or inside the body.
@@ -37,6 +40,7 @@ impl fmt::Display for UpstreamFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             UpstreamFault::Connect(e) => write!(f, "connect failed: {e}"),
+            UpstreamFault::Tls(e) => write!(f, "TLS handshake failed: {e}"),
             UpstreamFault::Broken(e) => write!(f, "connection broken: {e}"),
             UpstreamFault::Stalled { before_head: true, timeout_s } => {
                 write!(f, "no response within {timeout_s} s")

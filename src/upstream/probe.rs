@@ -7,6 +7,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shardgate_tls::ClientTls;
+
 use super::body::BodyDecoder;
 use super::client::Conn;
 use super::fault::UpstreamFault;
@@ -18,6 +20,8 @@ use crate::workers::{Worker, WorkerStatus};
 pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
     let Some(up) = worker.config.upstream.clone() else { return };
     let interval = Duration::from_secs(ctx.shared.config.health_check_interval_s);
+    // Checked when the worker was added: an https:// worker has a configuration.
+    let tls = if up.tls { ctx.shared.config.worker_tls.get().ok() } else { None };
     loop {
         if worker.drained() {
             ctx.shared.registry.remove(worker.key);
@@ -26,7 +30,7 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
             return;
         }
         if !worker.is_removing() {
-            check(&worker, &up).await;
+            check(&worker, &up, tls.as_ref()).await;
         }
         monoio::select! {
             _ = monoio::time::sleep(interval) => {}
@@ -35,8 +39,8 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
     }
 }
 
-async fn check(worker: &Worker, up: &Upstream) {
-    match probe(up).await {
+async fn check(worker: &Worker, up: &Upstream, tls: Option<&ClientTls>) {
+    match probe(up, tls).await {
         Ok(models) => {
             if worker.status() != WorkerStatus::Ready {
                 tracing::info!("HTTP worker {} is healthy; it serves {:?}", up.url, models);
@@ -55,12 +59,12 @@ async fn check(worker: &Worker, up: &Upstream) {
 }
 
 /// The upstream's model ids, if its `/health` and `/v1/models` answer 200.
-async fn probe(up: &Upstream) -> Result<Vec<String>, UpstreamFault> {
-    let (status, _) = get(up, "/health").await?;
+async fn probe(up: &Upstream, tls: Option<&ClientTls>) -> Result<Vec<String>, UpstreamFault> {
+    let (status, _) = get(up, tls, "/health").await?;
     if status != 200 {
         return Err(UpstreamFault::Status(status));
     }
-    let (status, body) = get(up, "/v1/models").await?;
+    let (status, body) = get(up, tls, "/v1/models").await?;
     if status != 200 {
         return Err(UpstreamFault::Status(status));
     }
@@ -70,9 +74,9 @@ async fn probe(up: &Upstream) -> Result<Vec<String>, UpstreamFault> {
     Ok(data.iter().filter_map(|m| m.get("id")?.as_str().map(str::to_string)).collect())
 }
 
-async fn get(up: &Upstream, path: &str) -> Result<(u16, Vec<u8>), UpstreamFault> {
+async fn get(up: &Upstream, tls: Option<&ClientTls>, path: &str) -> Result<(u16, Vec<u8>), UpstreamFault> {
     let limit = Duration::from_secs(limits::upstream_probe_timeout_s);
-    let mut conn = Conn::connect(&up.authority).await?;
+    let mut conn = Conn::connect(up, tls).await?;
     let mut request = format!("GET {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n", up.authority);
     if let Some(key) = &up.api_key {
         request.push_str(&format!("authorization: Bearer {key}\r\n"));

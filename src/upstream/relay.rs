@@ -209,7 +209,10 @@ async fn exchange(
         let reused = pooled.is_some();
         let mut conn = match pooled.take() {
             Some(c) => c,
-            None => Conn::connect(&up.authority).await?,
+            None => {
+                let tls = if up.tls { ctx.shared.config.worker_tls.get().ok() } else { None };
+                Conn::connect(up, tls.as_ref()).await?
+            }
         };
         let (sent, back) = conn.send(request).await;
         request = back;

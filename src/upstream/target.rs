@@ -1,4 +1,5 @@
-//! The upstream an `http://` worker URL names, and what the control shard learned about it.
+//! The upstream an `http://` or `https://` worker URL names, and what the control shard learned
+//! about it.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -8,10 +9,14 @@ use arc_swap::ArcSwap;
 /// An OpenAI-compatible server behind an HTTP worker.
 #[derive(Debug)]
 pub struct Upstream {
-    /// `http://host:port`, normalised (no path, no trailing slash).
+    /// `http://host:port` or `https://host:port`, normalised (no path, no trailing slash).
     pub url: String,
     /// `host:port`, what the connection dials and the `Host` header says.
     pub authority: String,
+    /// The host alone: the name an `https://` upstream's certificate must carry.
+    pub host: String,
+    /// `https://`: the connection runs TLS.
+    pub tls: bool,
     /// Sent as `Authorization: Bearer` on every request to this upstream (the client's own key
     /// is for the gateway and is never forwarded).
     pub api_key: Option<String>,
@@ -29,7 +34,6 @@ pub struct Upstream {
 /// Why a worker URL is not a usable upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TargetError {
-    Tls,
     NoHost,
     /// Characters no host name or IP literal has (whitespace, control characters, `@`, ...).
     BadHost(String),
@@ -40,7 +44,6 @@ pub enum TargetError {
 impl std::fmt::Display for TargetError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            TargetError::Tls => f.write_str("https:// workers are not supported yet (TLS to upstreams is not built)"),
             TargetError::NoHost => f.write_str("HTTP worker URL has no host"),
             TargetError::BadHost(h) => write!(f, "HTTP worker URL has an invalid host '{h}'"),
             TargetError::Port(p) => write!(f, "HTTP worker URL has an invalid port '{p}'"),
@@ -63,12 +66,13 @@ pub fn is_http_url(url: &str) -> bool {
 }
 
 impl Upstream {
-    /// Parses `http://host[:port][/]`; the port defaults to 80.
+    /// Parses `http://host[:port][/]` (port 80 by default) or `https://host[:port][/]` (443).
     pub fn parse(url: &str, api_key: Option<String>, alias: Option<String>) -> Result<Upstream, TargetError> {
-        if url.starts_with("https://") {
-            return Err(TargetError::Tls);
-        }
-        let rest = url.strip_prefix("http://").ok_or(TargetError::NoHost)?;
+        let (tls, rest) = match url.strip_prefix("https://") {
+            Some(rest) => (true, rest),
+            None => (false, url.strip_prefix("http://").ok_or(TargetError::NoHost)?),
+        };
+        let default_port = if tls { 443 } else { 80 };
         let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
         if !path.is_empty() {
             return Err(TargetError::Path(path.to_string()));
@@ -76,7 +80,7 @@ impl Upstream {
         let (host, port) = match authority.rsplit_once(':') {
             // An IPv6 literal's colons are inside brackets.
             Some((h, p)) if !p.contains(']') => (h, p.parse::<u16>().map_err(|_| TargetError::Port(p.to_string()))?),
-            _ => (authority, 80),
+            _ => (authority, default_port),
         };
         if host.is_empty() {
             return Err(TargetError::NoHost);
@@ -85,9 +89,12 @@ impl Upstream {
             return Err(TargetError::BadHost(host.to_string()));
         }
         let authority = format!("{host}:{port}");
+        let scheme = if tls { "https" } else { "http" };
         Ok(Upstream {
-            url: format!("http://{authority}"),
+            url: format!("{scheme}://{authority}"),
             authority,
+            host: host.to_string(),
+            tls,
             api_key,
             alias,
             models: ArcSwap::from_pointee(Vec::new()),
@@ -142,7 +149,8 @@ mod tests {
             ("http://127.0.0.1:8000/", Ok("127.0.0.1:8000")),
             ("http://upstream", Ok("upstream:80")),
             ("http://[::1]:9000", Ok("[::1]:9000")),
-            ("https://upstream:443", Err(TargetError::Tls)),
+            ("https://upstream", Ok("upstream:443")),
+            ("https://10.0.0.2:8443/", Ok("10.0.0.2:8443")),
             ("http://:80", Err(TargetError::NoHost)),
             ("http://user@h:80", Err(TargetError::BadHost("user@h".into()))),
             ("http://h\nx:80", Err(TargetError::BadHost("h\nx".into()))),
@@ -150,6 +158,10 @@ mod tests {
             ("http://h:80/v1", Err(TargetError::Path("v1".into()))),
         ];
         for (url, want) in cases {
+            if let Ok(u) = Upstream::parse(url, None, None) {
+                assert_eq!(u.tls, url.starts_with("https://"), "{url}");
+                assert!(u.url.starts_with(if u.tls { "https://" } else { "http://" }), "{url}");
+            }
             let got = Upstream::parse(url, None, None).map(|u| u.authority);
             assert_eq!(got.as_deref().map_err(Clone::clone), want.clone(), "{url}");
         }

@@ -24,7 +24,7 @@ pub fn validate(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worker
     if crate::upstream::target::is_http_url(url) {
         return validate_http(ctx, req);
     }
-    if url.starts_with(crate::config::GRPC_URL_SCHEME)
+    if crate::config::is_grpc_url(url)
         && req.zmq_handshake_address.is_none()
         && req.connection_mode.as_deref() != Some("zmq")
     {
@@ -112,10 +112,19 @@ fn validate_http(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worke
     }
     let upstream = crate::upstream::Upstream::parse(url, req.api_key.clone(), req.model_id.clone())
         .map_err(|reason| WorkerRefusal::Upstream { url: url.clone(), reason })?;
+    check_tls(ctx, url)?;
     if let Some(other) = ctx.shared.registry.snapshot().iter().find(|w| w.url() == upstream.url) {
         return Err(WorkerRefusal::Duplicate { url: url.clone(), other: other.url().to_string() });
     }
     Ok((WorkerConfig::http(upstream), WorkerMeta { labels: req.labels.clone(), priority: req.priority }))
+}
+
+/// A TLS worker needs the gateway's TLS configurations, loaded here the first time.
+fn check_tls(ctx: &ShardCtx, url: &str) -> Result<(), WorkerRefusal> {
+    if !super::tls::is_tls_url(url) {
+        return Ok(());
+    }
+    ctx.shared.config.worker_tls.get().map(|_| ()).map_err(|reason| WorkerRefusal::Tls { url: url.to_string(), reason })
 }
 
 /// Why a URL that is neither `ipc://` nor `tcp://` is refused (SMG's reasons).
@@ -183,6 +192,7 @@ fn validate_grpc(ctx: &ShardCtx, req: &AddWorker) -> Result<(WorkerConfig, Worke
         Some(runtime) => crate::config::parse_backend(runtime, url)?,
     };
     let worker = crate::config::grpc_worker(url, backend)?;
+    check_tls(ctx, url)?;
     if let Some(t) = req.worker_type.as_deref().filter(|t| *t != "regular") {
         return Err(WorkerRefusal::WorkerType { url: url.clone(), worker_type: t.to_string() });
     }

@@ -15,6 +15,7 @@ pub mod refusal;
 pub mod registry;
 pub mod supervisor;
 pub mod tcp;
+pub mod tls;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, RwLock};

@@ -97,6 +97,12 @@ pub enum WorkerRefusal {
         url: String,
         runtime: String,
     },
+    /// An `https://` or `grpcs://` worker while the TLS flags cannot be used (or the system
+    /// has no CA store and no `--ca-cert-path` was given).
+    Tls {
+        url: String,
+        reason: String,
+    },
 }
 
 impl fmt::Display for WorkerRefusal {
@@ -113,10 +119,13 @@ impl fmt::Display for WorkerRefusal {
             WorkerRefusal::NotZmq { url } => {
                 write!(
                     f,
-                    "worker {url} is not a ZMQ, gRPC or HTTP worker: this gateway serves ipc://, tcp://, grpc:// and http:// workers"
+                    "worker {url} is not a ZMQ, gRPC or HTTP worker: this gateway serves ipc://, tcp://, grpc://, grpcs://, http:// and https:// workers"
                 )
             }
-            WorkerRefusal::GrpcAddress { url } => write!(f, "gRPC worker URL must be grpc://<host>:<port>, not {url}"),
+            WorkerRefusal::GrpcAddress { url } => {
+                write!(f, "gRPC worker URL must be grpc://<host>:<port> or grpcs://<host>:<port>, not {url}")
+            }
+            WorkerRefusal::Tls { url, reason } => write!(f, "worker {url} needs TLS, which cannot be set up: {reason}"),
             WorkerRefusal::GrpcRuntime { url, runtime } => {
                 write!(f, "gRPC worker {url} has unsupported runtime {runtime}: only vllm is supported over gRPC")
             }
@@ -206,12 +215,12 @@ mod tests {
             (WorkerRefusal::NotIpc, "ZMQ worker URL must be ipc://<path>".into()),
             (
                 WorkerRefusal::NotZmq { url: "unix://h:1".into() },
-                "worker unix://h:1 is not a ZMQ, gRPC or HTTP worker: this gateway serves ipc://, tcp://, grpc:// and http:// workers"
+                "worker unix://h:1 is not a ZMQ, gRPC or HTTP worker: this gateway serves ipc://, tcp://, grpc://, grpcs://, http:// and https:// workers"
                     .into(),
             ),
             (
                 WorkerRefusal::GrpcAddress { url: "grpc://h".into() },
-                "gRPC worker URL must be grpc://<host>:<port>, not grpc://h".into(),
+                "gRPC worker URL must be grpc://<host>:<port> or grpcs://<host>:<port>, not grpc://h".into(),
             ),
             (
                 WorkerRefusal::GrpcRuntime { url: "grpc://h:1".into(), runtime: "tokenspeed".into() },

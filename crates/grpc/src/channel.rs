@@ -15,6 +15,8 @@ use h2::client::SendRequest;
 use http::{HeaderValue, Method, Request};
 use monoio::time::{timeout, timeout_at, Instant};
 
+use shardgate_tls::{Alpn, ClientTls};
+
 use crate::fault::Fault;
 use crate::frame::{self, Decoder};
 use crate::limits;
@@ -25,13 +27,15 @@ type Ended = Rc<RefCell<Option<String>>>;
 
 pub struct Channel {
     send: SendRequest<Bytes>,
-    authority: String,
+    /// `http://host:port` or `https://host:port`: the scheme and authority of every call.
+    base: String,
     ended: Ended,
 }
 
 impl Channel {
-    /// Connects to `addr` (`host:port`) and completes the HTTP/2 handshake.
-    pub async fn connect(addr: &str) -> Result<Channel, Fault> {
+    /// Connects to `addr` (`host:port`) and completes the HTTP/2 handshake; over TLS first when
+    /// `tls` is given (`grpcs://`), the worker's certificate checked for the host in `addr`.
+    pub async fn connect(addr: &str, tls: Option<&ClientTls>) -> Result<Channel, Fault> {
         let connect = monoio::net::TcpStream::connect(addr);
         let tcp = match timeout(Duration::from_millis(limits::connect_timeout_ms), connect).await {
             Ok(r) => r.map_err(Fault::Connect)?,
@@ -40,29 +44,24 @@ impl Channel {
         // Token streams are many small writes: no Nagle delay on them.
         tcp.set_nodelay(true).map_err(Fault::Connect)?;
         let io = tcp.try_into_poll_io().map_err(|(e, _)| Fault::Connect(e))?;
-        let mut builder = h2::client::Builder::new();
-        builder
-            .initial_window_size(limits::stream_window_bytes)
-            .initial_connection_window_size(limits::connection_window_bytes)
-            .max_header_list_size(limits::header_list_bytes_max)
-            .enable_push(false);
-        let handshake = builder.handshake::<_, Bytes>(io);
-        let (send, mut conn) = match timeout(Duration::from_millis(limits::handshake_timeout_ms), handshake).await {
-            Ok(r) => r.map_err(|e| Fault::Handshake(e.to_string()))?,
-            Err(_) => return Err(Fault::Handshake(format!("no SETTINGS within {} ms", limits::handshake_timeout_ms))),
+        let (send, ended) = match tls {
+            None => handshake(io).await?,
+            Some(tls) => {
+                let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+                let name = shardgate_tls::server_name(host)
+                    .ok_or_else(|| Fault::Tls(format!("'{host}' is not a name a certificate can carry")))?;
+                let secured = shardgate_tls::connect(tls.config(Alpn::H2), name, io);
+                let io = match timeout(Duration::from_millis(limits::handshake_timeout_ms), secured).await {
+                    Ok(r) => r.map_err(|e| Fault::Tls(e.to_string()))?,
+                    Err(_) => {
+                        return Err(Fault::Tls(format!("no TLS handshake within {} ms", limits::handshake_timeout_ms)))
+                    }
+                };
+                handshake(io).await?
+            }
         };
-        let ended: Ended = Rc::default();
-        let pings = conn.ping_pong().ok_or_else(|| Fault::Handshake("keep-alive unavailable".into()))?;
-        let driver_ended = ended.clone();
-        monoio::spawn(async move {
-            let why = match select(conn, Box::pin(keepalive(pings))).await {
-                Either::Left((Ok(()), _)) => "closed by the worker".to_string(),
-                Either::Left((Err(e), _)) => e.to_string(),
-                Either::Right((why, _)) => why,
-            };
-            *driver_ended.borrow_mut() = Some(why);
-        });
-        Ok(Channel { send, authority: addr.to_string(), ended })
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        Ok(Channel { send, base: format!("{scheme}://{addr}"), ended })
     }
 
     /// Why the connection ended; `None` while it is up.
@@ -78,7 +77,7 @@ impl Channel {
         let deadline = Instant::now() + Duration::from_millis(deadline_ms);
         let request = Request::builder()
             .method(Method::POST)
-            .uri(format!("http://{}{}", self.authority, path))
+            .uri(format!("{}{}", self.base, path))
             .header("content-type", HeaderValue::from_static("application/grpc"))
             .header("te", HeaderValue::from_static("trailers"))
             .header("grpc-timeout", timeout_header(deadline_ms))
@@ -106,6 +105,36 @@ impl Channel {
         let ended = Status::from_headers(&head.headers);
         Ok(Call { recv, _send: body, decoder: Decoder::default(), deadline, deadline_ms, ended })
     }
+}
+
+/// The HTTP/2 handshake on a connected stream, and the task that drives the connection.
+async fn handshake<T>(io: T) -> Result<(SendRequest<Bytes>, Ended), Fault>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
+{
+    let mut builder = h2::client::Builder::new();
+    builder
+        .initial_window_size(limits::stream_window_bytes)
+        .initial_connection_window_size(limits::connection_window_bytes)
+        .max_header_list_size(limits::header_list_bytes_max)
+        .enable_push(false);
+    let handshake = builder.handshake::<_, Bytes>(io);
+    let (send, mut conn) = match timeout(Duration::from_millis(limits::handshake_timeout_ms), handshake).await {
+        Ok(r) => r.map_err(|e| Fault::Handshake(e.to_string()))?,
+        Err(_) => return Err(Fault::Handshake(format!("no SETTINGS within {} ms", limits::handshake_timeout_ms))),
+    };
+    let ended: Ended = Rc::default();
+    let pings = conn.ping_pong().ok_or_else(|| Fault::Handshake("keep-alive unavailable".into()))?;
+    let driver_ended = ended.clone();
+    monoio::spawn(async move {
+        let why = match select(conn, Box::pin(keepalive(pings))).await {
+            Either::Left((Ok(()), _)) => "closed by the worker".to_string(),
+            Either::Left((Err(e), _)) => e.to_string(),
+            Either::Right((why, _)) => why,
+        };
+        *driver_ended.borrow_mut() = Some(why);
+    });
+    Ok((send, ended))
 }
 
 /// Pings until one goes unanswered; returns why.

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use monoio::time::Instant;
 
+use shardgate_tls::ClientTls;
+
 use crate::channel::Channel;
 use crate::fault::Fault;
 use crate::limits;
@@ -32,15 +34,17 @@ impl Backoff {
 
 pub struct Endpoint {
     addr: String,
+    tls: Option<ClientTls>,
     channel: Option<Rc<Channel>>,
     backoff: Backoff,
     next_attempt: Option<Instant>,
 }
 
 impl Endpoint {
-    /// `addr` is `host:port`; nothing is connected until the first call.
-    pub fn new(addr: &str) -> Endpoint {
-        Endpoint { addr: addr.to_string(), channel: None, backoff: Backoff::default(), next_attempt: None }
+    /// `addr` is `host:port`, reached over TLS when `tls` is given; nothing is connected until
+    /// the first call.
+    pub fn new(addr: &str, tls: Option<ClientTls>) -> Endpoint {
+        Endpoint { addr: addr.to_string(), tls, channel: None, backoff: Backoff::default(), next_attempt: None }
     }
 
     pub fn addr(&self) -> &str {
@@ -60,7 +64,7 @@ impl Endpoint {
         if let Some(at) = self.next_attempt.filter(|&at| at > now) {
             return Err(Fault::Backoff { retry_in_ms: at.duration_since(now).as_millis() as u64 });
         }
-        match Channel::connect(&self.addr).await {
+        match Channel::connect(&self.addr, self.tls.as_ref()).await {
             Ok(c) => {
                 self.backoff.succeeded();
                 self.next_attempt = None;

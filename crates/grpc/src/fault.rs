@@ -11,6 +11,9 @@ pub enum Fault {
     Connect(std::io::Error),
     /// The HTTP/2 preface or SETTINGS exchange failed or timed out.
     Handshake(String),
+    /// The TLS handshake of a `grpcs://` worker failed: its certificate refused (issuer, name,
+    /// expiry), no HTTP/2 by ALPN, or no answer in time.
+    Tls(String),
     /// Not trying to connect yet: the last attempt failed and the backoff has not run out.
     Backoff { retry_in_ms: u64 },
     /// The connection is gone (reset, closed, GOAWAY, keep-alive unanswered).
@@ -40,6 +43,7 @@ impl std::fmt::Display for Fault {
         match self {
             Fault::Connect(e) => write!(f, "connect failed: {e}"),
             Fault::Handshake(e) => write!(f, "HTTP/2 handshake failed: {e}"),
+            Fault::Tls(e) => write!(f, "TLS handshake failed: {e}"),
             Fault::Backoff { retry_in_ms } => write!(f, "worker unreachable, next connect attempt in {retry_in_ms} ms"),
             Fault::Closed(e) => write!(f, "connection lost: {e}"),
             Fault::Refused => f.write_str("stream refused by the worker"),
@@ -63,7 +67,12 @@ impl Fault {
     /// once. UNAVAILABLE is the status SMG's servicer answers when it did not admit a request.
     pub fn retry_safe(&self) -> bool {
         match self {
-            Fault::Connect(_) | Fault::Handshake(_) | Fault::Backoff { .. } | Fault::Closed(_) | Fault::Refused => true,
+            Fault::Connect(_)
+            | Fault::Handshake(_)
+            | Fault::Tls(_)
+            | Fault::Backoff { .. }
+            | Fault::Closed(_)
+            | Fault::Refused => true,
             Fault::Status(s) => s.code == Code::Unavailable,
             _ => false,
         }
@@ -126,6 +135,7 @@ mod tests {
             (Fault::Connect(refused), true, true),
             (Fault::Closed("eof".into()), true, true),
             (Fault::Refused, true, true),
+            (Fault::Tls("UnknownIssuer".into()), true, true),
             (Fault::Reset("INTERNAL_ERROR".into()), false, true),
             (Fault::Deadline { ms: 5 }, false, true),
             (Fault::Decode("bad".into()), false, true),

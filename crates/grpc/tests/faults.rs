@@ -204,7 +204,7 @@ fn each_misbehaviour_is_a_typed_fault() {
             let listener = monoio::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let addr = listener.local_addr().unwrap().to_string();
             monoio::spawn(serve(listener, worker));
-            let client = SmgClient::new(Rc::new(Channel::connect(&addr).await.unwrap()));
+            let client = SmgClient::new(Rc::new(Channel::connect(&addr, None).await.unwrap()));
             let (events, fault) = generate(&client).await;
             let fault = fault.unwrap_or_else(|| panic!("{worker:?}: no fault"));
             assert_eq!(events.len(), events_before, "{worker:?}: {fault}");
@@ -219,7 +219,7 @@ fn a_refusing_worker_backs_off_then_recovers() {
     block_on(async move {
         // A port with nobody on it, taken again below.
         let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
-        let mut endpoint = Endpoint::new(&addr);
+        let mut endpoint = Endpoint::new(&addr, None);
         let refused = endpoint.channel().await.err().unwrap();
         assert!(matches!(&refused, Fault::Connect(_)) && refused.retry_safe() && refused.worker_fault(), "{refused}");
         let waiting = endpoint.channel().await.err().unwrap();
@@ -236,7 +236,7 @@ fn a_refusing_worker_backs_off_then_recovers() {
         let dropper = monoio::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = dropper.local_addr().unwrap().to_string();
         monoio::spawn(serve(dropper, Worker::DropsConnection));
-        let mut endpoint = Endpoint::new(&addr);
+        let mut endpoint = Endpoint::new(&addr, None);
         let first = endpoint.channel().await.unwrap();
         let (_, fault) = generate(&SmgClient::new(first.clone())).await;
         assert!(matches!(fault, Some(Fault::Closed(_))), "{fault:?}");
@@ -244,5 +244,41 @@ fn a_refusing_worker_backs_off_then_recovers() {
         assert!(first.ended().is_some());
         let second = endpoint.channel().await.unwrap();
         assert!(!Rc::ptr_eq(&first, &second) && second.ended().is_none());
+    });
+}
+
+#[test]
+fn grpcs_verifies_the_worker_and_needs_http2_by_alpn() {
+    use shardgate_tls::testing::{Pki, ServerSetup, Terminator};
+    use shardgate_tls::{ClientTls, ClientTlsSettings};
+    let dir = std::env::temp_dir().join(format!("shardgate-grpcs-{}", std::process::id()));
+    let ours = Pki::new(&dir, "ours");
+    let theirs = Pki::new(&dir, "theirs");
+    let tls =
+        ClientTls::load(&ClientTlsSettings { ca_cert_paths: vec![ours.ca_path()], ..Default::default() }).unwrap();
+    let h2 = vec![b"h2".to_vec()];
+    let setup = |pki: &Pki, alpn: &Vec<Vec<u8>>| ServerSetup {
+        leaf: pki.leaf("worker", &["localhost"]),
+        alpn: alpn.clone(),
+        client_ca: None,
+    };
+    block_on(async move {
+        let listener = monoio::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let backend = listener.local_addr().unwrap().to_string();
+        monoio::spawn(serve(listener, Worker::Healthy));
+        let good = Terminator::start(&setup(&ours, &h2), backend.clone());
+        let stranger = Terminator::start(&setup(&theirs, &h2), backend.clone());
+        let no_alpn = Terminator::start(&setup(&ours, &Vec::new()), backend);
+
+        let channel = Channel::connect(&format!("localhost:{}", good.port), Some(&tls)).await.unwrap();
+        let (events, fault) = generate(&SmgClient::new(Rc::new(channel))).await;
+        assert!(fault.is_none(), "{fault:?}");
+        assert_eq!(events.iter().flat_map(|e| e.token_ids.clone()).collect::<Vec<_>>(), [42]);
+
+        for (port, why) in [(stranger.port, "UnknownIssuer"), (no_alpn.port, "ALPN")] {
+            let fault = Channel::connect(&format!("localhost:{port}"), Some(&tls)).await.err().unwrap();
+            assert!(matches!(&fault, Fault::Tls(m) if m.contains(why)), "{why}: {fault}");
+            assert!(fault.retry_safe() && fault.worker_fault(), "{fault}");
+        }
     });
 }

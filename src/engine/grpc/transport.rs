@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shardgate_grpc::{Channel, Fault, Service, WorkerClient};
+use shardgate_tls::ClientTls;
 use shardgate_util::signal::LocalSignal;
 
 use crate::engine::book::RequestBook;
@@ -34,6 +35,8 @@ use crate::limits;
 pub struct GrpcAttachment {
     /// `host:port`.
     pub addr: String,
+    /// The gateway's TLS configurations, for a `grpcs://` worker.
+    pub tls: Option<ClientTls>,
     pub service: Service,
     pub max_model_len: u32,
 }
@@ -57,7 +60,7 @@ impl GrpcTransport {
             connect_done: LocalSignal::default(),
             cancels: RefCell::new(HashMap::new()),
         });
-        monoio::spawn(connect(book.clone(), t.clone(), a.addr));
+        monoio::spawn(connect(book.clone(), t.clone(), a.addr, a.tls));
         t
     }
 
@@ -127,9 +130,9 @@ impl GrpcTransport {
     }
 }
 
-async fn connect(book: Rc<RequestBook>, t: Rc<GrpcTransport>, addr: String) {
+async fn connect(book: Rc<RequestBook>, t: Rc<GrpcTransport>, addr: String, tls: Option<ClientTls>) {
     let connected = monoio::select! {
-        c = Channel::connect(&addr) => c,
+        c = Channel::connect(&addr, tls.as_ref()) => c,
         _ = book.close_signal.wait() => return,
     };
     match connected {
@@ -202,7 +205,7 @@ async fn stream(
 /// any other fault fails this request only.
 fn stream_failed(book: &RequestBook, t: &GrpcTransport, id: &str, rank: usize, e: Fault) {
     t.cancels.borrow_mut().remove(id);
-    if matches!(e, Fault::Closed(_) | Fault::Connect(_) | Fault::Handshake(_)) {
+    if matches!(e, Fault::Closed(_) | Fault::Connect(_) | Fault::Handshake(_) | Fault::Tls(_)) {
         tracing::error!("worker {}: connection lost: {e}", book.worker.url());
         book.fail(LinkLoss::Grpc(Arc::new(e)));
         return;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shardgate_grpc::{Backoff, Channel, Fault, ModelInfo, Service, WorkerClient};
+use shardgate_tls::ClientTls;
 
 use crate::engine::grpc::transport::GrpcAttachment;
 use crate::engine::link::Attachment;
@@ -21,6 +22,8 @@ use crate::workers::{Worker, WorkerStatus};
 pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
     let shared = ctx.shared.clone();
     let Some(addr) = worker.config.grpc_addr.clone() else { return };
+    // Checked when the worker was added: a grpcs:// worker has a configuration.
+    let tls = if worker.config.tls() { shared.config.worker_tls.get().ok() } else { None };
     let probe_interval_ms = shared.config.health_check_interval_s * 1000;
     let mut backoff = Backoff::default();
     loop {
@@ -35,13 +38,13 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
         let epoch = worker.next_epoch();
         let _ = worker.take_lost();
         let checked = monoio::select! {
-            r = check(&addr) => r,
+            r = check(&addr, tls.as_ref()) => r,
             _ = removal_requested(&worker) => break,
         };
         let lost = match checked {
             Ok((service, info)) => {
                 backoff.succeeded();
-                match serve_connection(&ctx, &worker, epoch, &addr, service, &info).await {
+                match serve_connection(&ctx, &worker, epoch, (&addr, &tls), service, &info).await {
                     Ended::Removed => break,
                     Ended::Lost(loss) => Some(loss.to_string()),
                     Ended::Failed(e) => Some(e.to_string()),
@@ -69,8 +72,8 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
 }
 
 /// Connects once, detects the service, and reads what the gateway needs from the worker.
-async fn check(addr: &str) -> Result<(Service, ModelInfo), Fault> {
-    let channel = Rc::new(Channel::connect(addr).await?);
+async fn check(addr: &str, tls: Option<&ClientTls>) -> Result<(Service, ModelInfo), Fault> {
+    let channel = Rc::new(Channel::connect(addr, tls).await?);
     let service = Service::detect(&channel).await?;
     let info = WorkerClient::new(service, channel).model_info().await?;
     Ok((service, info))
@@ -81,7 +84,7 @@ async fn serve_connection(
     ctx: &Rc<ShardCtx>,
     worker: &Arc<Worker>,
     epoch: u64,
-    addr: &str,
+    (addr, tls): (&str, &Option<ClientTls>),
     service: Service,
     info: &ModelInfo,
 ) -> Ended {
@@ -98,7 +101,8 @@ async fn serve_connection(
     }
     let ranks = Arc::new(ranks);
     worker.set_ranks(ranks.clone());
-    let attachment = GrpcAttachment { addr: addr.to_string(), service, max_model_len: info.max_model_len };
+    let attachment =
+        GrpcAttachment { addr: addr.to_string(), tls: tls.clone(), service, max_model_len: info.max_model_len };
     let done = Arc::new(AtomicUsize::new(shared.shards));
     for mailbox in &shared.mailboxes {
         mailbox.post(ShardMsg::Attach {

@@ -47,7 +47,7 @@ const START_WAIT_S: u64 = 300;
 pub async fn ready(addr: &str, service: Service) -> Rc<Channel> {
     let start = Instant::now();
     loop {
-        if let Ok(c) = Channel::connect(addr).await {
+        if let Ok(c) = Channel::connect(addr, None).await {
             let c = Rc::new(c);
             if WorkerClient::new(service, c.clone()).health_check().await.is_ok() {
                 return c;
