@@ -171,7 +171,7 @@ where
             generate::run(g, &mut HttpSink::new(r, format), gone).await;
         }
         Err(e) => {
-            ctx.metrics().error(endpoint, ErrorType::of(&e));
+            ctx.metrics().of(ctx.shared.mode_before_dispatch()).error(endpoint, ErrorType::of(&e));
             tracing::info!("{} rejected: {}", endpoint.label(), e.message);
             let _ = r.send_error(&e).await;
         }

@@ -86,6 +86,14 @@ impl EngineLink {
     }
 
     /// The context length every engine of the worker accepts.
+    /// How this link reaches its engines, for the metrics.
+    pub fn mode(&self) -> crate::metrics::Mode {
+        match self.transport {
+            Transport::Zmq(_) => crate::metrics::Mode::Zmq,
+            Transport::Grpc(_) => crate::metrics::Mode::Grpc,
+        }
+    }
+
     pub fn max_model_len(&self) -> u32 {
         self.max_model_len
     }

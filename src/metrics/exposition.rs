@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
 use super::histogram::{HistogramSnapshot, BUCKETS_S};
-use super::{ShardMetrics, ENDPOINTS, ERROR_TYPES, STATUSES};
+use super::{Pipeline, ShardMetrics, ENDPOINTS, ERROR_TYPES, MODES, STATUSES};
 use crate::shard::Shared;
 use crate::workers::WorkerStatus;
 
@@ -52,16 +52,19 @@ pub fn render(shared: &Shared) -> String {
 }
 
 fn router_metrics(out: &mut String, shards: &[&ShardMetrics], model: &str) {
-    let base = |endpoint: &str| {
-        format!("router_type=\"zmq\",connection_mode=\"zmq\",model=\"{model}\",endpoint=\"{endpoint}\"")
+    let base = |mode: &str, endpoint: &str| {
+        format!("router_type=\"{mode}\",connection_mode=\"{mode}\",model=\"{model}\",endpoint=\"{endpoint}\"")
     };
     // Relayed requests carry the model the client named, which the gateway does not track.
     let relayed = |endpoint: &str| format!("router_type=\"http\",connection_mode=\"http\",endpoint=\"{endpoint}\"");
     header(out, "smg_router_requests_total", "counter", "Requests processed by the router.");
     for (e, name) in ENDPOINTS {
         for streaming in [false, true] {
-            let n = sum(shards, |m| m.requests[e as usize][streaming as usize].load(Ordering::Relaxed));
-            let _ = writeln!(out, "smg_router_requests_total{{{},streaming=\"{streaming}\"}} {n}", base(name));
+            for (mode, mname) in MODES {
+                let n = sum(shards, |m| m.of(mode).requests[e as usize][streaming as usize].load(Ordering::Relaxed));
+                let _ =
+                    writeln!(out, "smg_router_requests_total{{{},streaming=\"{streaming}\"}} {n}", base(mname, name));
+            }
             let n = sum(shards, |m| m.relayed[e as usize][streaming as usize].load(Ordering::Relaxed));
             let _ = writeln!(out, "smg_router_requests_total{{{},streaming=\"{streaming}\"}} {n}", relayed(name));
         }
@@ -69,20 +72,28 @@ fn router_metrics(out: &mut String, shards: &[&ShardMetrics], model: &str) {
     header(out, "smg_router_request_errors_total", "counter", "Router errors by type.");
     for (e, name) in ENDPOINTS {
         for (t, tname) in ERROR_TYPES {
-            let n = sum(shards, |m| m.errors[e as usize][t as usize].load(Ordering::Relaxed));
-            let _ = writeln!(out, "smg_router_request_errors_total{{{},error_type=\"{tname}\"}} {n}", base(name));
+            for (mode, mname) in MODES {
+                let n = sum(shards, |m| m.of(mode).errors[e as usize][t as usize].load(Ordering::Relaxed));
+                let _ = writeln!(
+                    out,
+                    "smg_router_request_errors_total{{{},error_type=\"{tname}\"}} {n}",
+                    base(mname, name)
+                );
+            }
             let n = sum(shards, |m| m.relayed_errors[e as usize][t as usize].load(Ordering::Relaxed));
             let _ = writeln!(out, "smg_router_request_errors_total{{{},error_type=\"{tname}\"}} {n}", relayed(name));
         }
     }
     header(out, "smg_router_tokens_total", "counter", "Tokens by type.");
     for (e, name) in ENDPOINTS {
-        let input = sum(shards, |m| m.tokens_input[e as usize].load(Ordering::Relaxed));
-        let output = sum(shards, |m| m.tokens_output[e as usize].load(Ordering::Relaxed));
-        let _ = writeln!(out, "smg_router_tokens_total{{{},token_type=\"input\"}} {input}", base(name));
-        let _ = writeln!(out, "smg_router_tokens_total{{{},token_type=\"output\"}} {output}", base(name));
+        for (mode, mname) in MODES {
+            let input = sum(shards, |m| m.of(mode).tokens_input[e as usize].load(Ordering::Relaxed));
+            let output = sum(shards, |m| m.of(mode).tokens_output[e as usize].load(Ordering::Relaxed));
+            let _ = writeln!(out, "smg_router_tokens_total{{{},token_type=\"input\"}} {input}", base(mname, name));
+            let _ = writeln!(out, "smg_router_tokens_total{{{},token_type=\"output\"}} {output}", base(mname, name));
+        }
     }
-    type Pick = fn(&ShardMetrics, usize) -> HistogramSnapshot;
+    type Pick = fn(&Pipeline, usize) -> HistogramSnapshot;
     let histograms: [(&str, &str, Pick); 4] = [
         ("smg_router_ttft_seconds", "Time to first token (streaming requests).", |m, e| m.ttft[e].snapshot()),
         (
@@ -96,11 +107,13 @@ fn router_metrics(out: &mut String, shards: &[&ShardMetrics], model: &str) {
     for (name, help, pick) in histograms {
         header(out, name, "histogram", help);
         for (e, ename) in ENDPOINTS {
-            let mut total = HistogramSnapshot::default();
-            for m in shards {
-                total.merge(&pick(m, e as usize));
+            for (mode, mname) in MODES {
+                let mut total = HistogramSnapshot::default();
+                for m in shards {
+                    total.merge(&pick(m.of(mode), e as usize));
+                }
+                histogram(out, name, &base(mname, ename), &total);
             }
-            histogram(out, name, &base(ename), &total);
         }
     }
 }
@@ -153,11 +166,13 @@ fn worker_metrics(out: &mut String, shards: &[&ShardMetrics], shared: &Shared, m
         "Requests sent once more to another worker after theirs failed before any output.",
     );
     for (e, name) in ENDPOINTS {
-        let n = sum(shards, |m| m.retries[e as usize].load(Ordering::Relaxed));
-        let _ = writeln!(
-            out,
-            "smg_worker_retries_total{{worker_type=\"regular\",connection_mode=\"zmq\",endpoint=\"{name}\"}} {n}"
-        );
+        for (mode, mname) in MODES {
+            let n = sum(shards, |m| m.of(mode).retries[e as usize].load(Ordering::Relaxed));
+            let _ = writeln!(
+                out,
+                "smg_worker_retries_total{{worker_type=\"regular\",connection_mode=\"{mname}\",endpoint=\"{name}\"}} {n}"
+            );
+        }
         let n = sum(shards, |m| m.relayed_retries[e as usize].load(Ordering::Relaxed));
         let _ = writeln!(
             out,
@@ -166,11 +181,13 @@ fn worker_metrics(out: &mut String, shards: &[&ShardMetrics], shared: &Shared, m
     }
     let workers = shared.registry.snapshot();
     header(out, "smg_worker_pool_size", "gauge", "Workers registered.");
-    let _ = writeln!(
-        out,
-        "smg_worker_pool_size{{worker_type=\"regular\",connection_mode=\"zmq\",model=\"{model}\"}} {}",
-        workers.len()
-    );
+    for mode in ["zmq", "grpc", "http"] {
+        let n = workers.iter().filter(|w| w.connection_mode() == mode).count();
+        let _ = writeln!(
+            out,
+            "smg_worker_pool_size{{worker_type=\"regular\",connection_mode=\"{mode}\",model=\"{model}\"}} {n}"
+        );
+    }
     let labels = |w: &crate::workers::Worker| {
         format!(
             "worker=\"{}\",connection_mode=\"{}\",runtime_type=\"{}\"",
@@ -302,4 +319,40 @@ fn tokenizer_cache_metrics(out: &mut String, shards: &[&ShardMetrics]) {
         "shardgate_tokenizer_cache_entries{{level=\"l1\"}} {}",
         sum(shards, |m| m.tokenizer_cache_l1_entries.load(Ordering::Relaxed))
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Endpoint, ErrorType, Mode};
+
+    /// Each generation is counted under the mode its worker was reached by, as both
+    /// `router_type` and `connection_mode`.
+    #[test]
+    fn router_series_are_labelled_by_connection_mode() {
+        let m = ShardMetrics::default();
+        m.of(Mode::Grpc).request(Endpoint::Chat, true);
+        m.of(Mode::Grpc).request(Endpoint::Chat, true);
+        m.of(Mode::Zmq).request(Endpoint::Chat, true);
+        m.of(Mode::Grpc).error(Endpoint::Responses, ErrorType::BackendError);
+        m.of(Mode::Grpc).tokens(Endpoint::Chat, 7, 3);
+        m.of(Mode::Grpc).ttft[Endpoint::Chat as usize].observe(0.01);
+        m.relayed(Endpoint::Chat, true);
+        let mut out = String::new();
+        router_metrics(&mut out, &[&m], "m");
+        let has = |line: &str| out.lines().any(|l| l == line);
+        let lines = [
+            r#"smg_router_requests_total{router_type="grpc",connection_mode="grpc",model="m",endpoint="chat",streaming="true"} 2"#,
+            r#"smg_router_requests_total{router_type="zmq",connection_mode="zmq",model="m",endpoint="chat",streaming="true"} 1"#,
+            r#"smg_router_requests_total{router_type="http",connection_mode="http",endpoint="chat",streaming="true"} 1"#,
+            r#"smg_router_request_errors_total{router_type="grpc",connection_mode="grpc",model="m",endpoint="responses",error_type="backend_error"} 1"#,
+            r#"smg_router_request_errors_total{router_type="zmq",connection_mode="zmq",model="m",endpoint="responses",error_type="backend_error"} 0"#,
+            r#"smg_router_tokens_total{router_type="grpc",connection_mode="grpc",model="m",endpoint="chat",token_type="input"} 7"#,
+            r#"smg_router_ttft_seconds_count{router_type="grpc",connection_mode="grpc",model="m",endpoint="chat"} 1"#,
+            r#"smg_router_ttft_seconds_count{router_type="zmq",connection_mode="zmq",model="m",endpoint="chat"} 0"#,
+        ];
+        for line in lines {
+            assert!(has(line), "missing {line}\n{out}");
+        }
+    }
 }

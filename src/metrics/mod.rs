@@ -2,8 +2,9 @@
 //! atomics on cache lines no other shard writes, so recording costs a plain add); a scrape
 //! reads every shard's set and sums (monoio's "aggregate within each thread, combine at the
 //! end"). Worker and rank gauges are read from the shared registry at scrape time.
-//! Names follow SMG's metrics reference (`smg_*`) so existing dashboards work; ZMQ workers
-//! carry `connection_mode="zmq"` and `runtime_type`. The host's load is also exposed under
+//! Names follow SMG's metrics reference (`smg_*`) so existing dashboards work; the router
+//! series carry the connection mode the request went over (`zmq`, `grpc`, `http`) as
+//! `connection_mode` and `router_type`, and worker gauges carry it with `runtime_type`. The host's load is also exposed under
 //! vLLM's names for schedulers that pick among hosts ([`scheduler`]).
 
 pub mod exposition;
@@ -88,9 +89,19 @@ fn add(c: &AtomicU64, v: u64) {
     c.fetch_add(v, Ordering::Relaxed);
 }
 
-/// One shard's counters. Written only by its shard.
+/// How the gateway reached the engine of a generation it ran itself: `connection_mode` (and
+/// `router_type`: SMG labels its pipeline over gRPC workers `router_type="grpc"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Zmq = 0,
+    Grpc = 1,
+}
+
+pub const MODES: [(Mode, &str); 2] = [(Mode::Zmq, "zmq"), (Mode::Grpc, "grpc")];
+
+/// The counters of the generations the gateway runs itself, for one connection mode.
 #[derive(Default)]
-pub struct ShardMetrics {
+pub struct Pipeline {
     /// [endpoint][streaming]
     pub requests: [[AtomicU64; 2]; N_ENDPOINTS],
     /// [endpoint][error type]
@@ -106,6 +117,32 @@ pub struct ShardMetrics {
     pub duration: [Histogram; N_ENDPOINTS],
     /// [endpoint] generations sent once more after their engine failed before any output.
     pub retries: [AtomicU64; N_ENDPOINTS],
+}
+
+impl Pipeline {
+    pub fn request(&self, e: Endpoint, streaming: bool) {
+        add(&self.requests[e as usize][streaming as usize], 1);
+    }
+
+    pub fn error(&self, e: Endpoint, t: ErrorType) {
+        add(&self.errors[e as usize][t as usize], 1);
+    }
+
+    pub fn retry(&self, e: Endpoint) {
+        add(&self.retries[e as usize], 1);
+    }
+
+    pub fn tokens(&self, e: Endpoint, input: u64, output: u64) {
+        add(&self.tokens_input[e as usize], input);
+        add(&self.tokens_output[e as usize], output);
+    }
+}
+
+/// One shard's counters. Written only by its shard.
+#[derive(Default)]
+pub struct ShardMetrics {
+    /// [mode]: generations over ZMQ and over gRPC workers.
+    pub pipeline: [Pipeline; 2],
     /// The same three for requests relayed to HTTP workers (`connection_mode="http"`).
     pub relayed: [[AtomicU64; 2]; N_ENDPOINTS],
     pub relayed_errors: [[AtomicU64; 6]; N_ENDPOINTS],
@@ -128,16 +165,9 @@ pub struct ShardMetrics {
 }
 
 impl ShardMetrics {
-    pub fn request(&self, e: Endpoint, streaming: bool) {
-        add(&self.requests[e as usize][streaming as usize], 1);
-    }
-
-    pub fn error(&self, e: Endpoint, t: ErrorType) {
-        add(&self.errors[e as usize][t as usize], 1);
-    }
-
-    pub fn retry(&self, e: Endpoint) {
-        add(&self.retries[e as usize], 1);
+    /// The counters of one connection mode's generations.
+    pub fn of(&self, mode: Mode) -> &Pipeline {
+        &self.pipeline[mode as usize]
     }
 
     /// A request relayed to an HTTP worker.
@@ -151,11 +181,6 @@ impl ShardMetrics {
 
     pub fn relayed_retry(&self, e: Endpoint) {
         add(&self.relayed_retries[e as usize], 1);
-    }
-
-    pub fn tokens(&self, e: Endpoint, input: u64, output: u64) {
-        add(&self.tokens_input[e as usize], input);
-        add(&self.tokens_output[e as usize], output);
     }
 
     pub fn response(&self, status: u16) {

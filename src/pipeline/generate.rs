@@ -24,7 +24,8 @@ use crate::metrics::ErrorType;
 /// Runs `g`, its events to `sink`; `gone` resolves when the client goes away (the generation
 /// is then aborted).
 pub async fn run<S: Sink>(g: Generation, sink: &mut S, gone: impl Future<Output = ()>) {
-    let metrics = g.ctx.metrics();
+    // Counted under the mode of the first worker chosen, even if a retry moves the request.
+    let metrics = g.ctx.metrics().of(g.link.mode());
     metrics.request(g.endpoint, g.params.stream);
     let mut states = Vec::new();
     let mut subs: Vec<Option<Submission>> = Vec::new();

@@ -125,7 +125,7 @@ impl Retry {
             return Err(fault.to_api_error());
         };
         self.link = next;
-        g.ctx.metrics().retry(g.endpoint);
+        g.ctx.metrics().of(g.link.mode()).retry(g.endpoint);
         let result = submit_all(g, &self.link, states, subs).await;
         let to = place(&self.link, subs.iter().flatten().map(Submission::rank));
         tracing::warn!(

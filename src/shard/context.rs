@@ -119,6 +119,18 @@ impl Shared {
     }
 
     /// Recomputes the parser choice after the workers' labels changed.
+    /// The mode a request refused before any engine was chosen counts under: gRPC when every
+    /// engine worker is a gRPC one, else ZMQ (the gateway's own pipeline either way).
+    pub fn mode_before_dispatch(&self) -> crate::metrics::Mode {
+        let workers = self.registry.snapshot();
+        let mut engines = workers.iter().filter(|w| w.config.upstream.is_none()).peekable();
+        if engines.peek().is_some() && engines.all(|w| w.config.grpc_addr.is_some()) {
+            crate::metrics::Mode::Grpc
+        } else {
+            crate::metrics::Mode::Zmq
+        }
+    }
+
     pub fn refresh_parsers(&self) {
         let next = ParserChoice::resolve(&self.config, &self.registry);
         if next != self.parsers() {
@@ -167,7 +179,7 @@ impl ShardCtx {
     /// send) is counted and logged here; the adapter answers it.
     pub async fn admit(&self, endpoint: Endpoint) -> Result<Permit, ApiError> {
         admission::acquire(&self.shared.admission, &self.admission_waiters, self.index).await.inspect_err(|e| {
-            self.metrics().error(endpoint, ErrorType::of(e));
+            self.metrics().of(self.shared.mode_before_dispatch()).error(endpoint, ErrorType::of(e));
             tracing::warn!("shard {}: request refused by admission: {}", self.index, e.message);
         })
     }

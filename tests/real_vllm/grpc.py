@@ -112,6 +112,11 @@ def main():
         _, metrics = http("GET", f"http://127.0.0.1:{METRICS}/metrics")
         if b'connection_mode="grpc"' not in metrics:
             failures.append("no connection_mode=\"grpc\" series in /metrics")
+        # The gateway's own pipeline over a gRPC worker is SMG's router_type="grpc".
+        served = [l for l in metrics.decode().splitlines()
+                  if l.startswith('smg_router_requests_total{router_type="grpc",connection_mode="grpc"')]
+        if sum(float(l.rsplit(" ", 1)[1]) for l in served) < len(reqs):
+            failures.append(f"smg_router_requests_total under router_type=grpc counts fewer than {len(reqs)}: {served}")
         worker, faults = fault_check(base, args.worker, work, worker)
         failures += faults
     finally:
