@@ -4,7 +4,7 @@
 //! as `serve` supervises engines) and the gateway, and prints a working curl.
 
 use crate::config::{self, Backend, Config, DemoArgs, WorkerConfig};
-use crate::serve::args::EngineKind;
+use crate::serve::args::{ConnectionMode, EngineKind};
 use crate::serve::command::{self, EngineFlags};
 use crate::serve::plan::Replica;
 use crate::serve::{self, ServeError};
@@ -71,9 +71,10 @@ pub fn run(args: &DemoArgs) -> Result<(), ServeError> {
         store_port: None,
     };
     let sim_flags = ["--itl-ms".to_string(), args.itl_ms.to_string(), "--ttft-ms".into(), "30".into()];
-    let flags = EngineFlags::new(EngineKind::Sim, &sim_flags);
+    let flags = EngineFlags::new(EngineKind::Sim, ConnectionMode::Zmq, &sim_flags);
     let model = model_dir.display().to_string();
-    let command = command::command(EngineKind::Sim, &serve::sim_binary()?, &model, &replica, &flags, None)?;
+    let command =
+        command::command(EngineKind::Sim, ConnectionMode::Zmq, &serve::sim_binary()?, &model, &replica, &flags, None)?;
     let base = format!("http://{}:{}", args.host, ports.http);
     println!("shardgate demo: simulator + gateway on {base} (model {NAME})");
     println!("metrics: http://127.0.0.1:{}/metrics", ports.metrics);

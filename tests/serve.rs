@@ -339,6 +339,24 @@ fn a_refused_launch_names_its_cause_and_starts_nothing() {
             "connection-mode zmq is only supported for the vllm and tokenspeed backends, not sglang".into(),
         ),
         (
+            [&sim[..], &["--connection-mode", "grpc"]].concat(),
+            &sockets,
+            None,
+            "connection-mode grpc is only supported for the vllm backend, not sim".into(),
+        ),
+        (
+            vec!["--backend", "tokenspeed", "--model", &model, "--connection-mode", "http"],
+            &sockets,
+            None,
+            "connection-mode http is only supported for the vllm backend, not tokenspeed".into(),
+        ),
+        (
+            [&sim[..], &["--connection-mode", "h3"]].concat(),
+            &sockets,
+            None,
+            "unknown connection mode 'h3': zmq, grpc or http".into(),
+        ),
+        (
             vec!["--backend", "sim", "--model", "Qwen/Qwen3-0.6B"],
             &sockets,
             None,

@@ -65,6 +65,33 @@ impl EngineKind {
     }
 }
 
+/// How `serve`'s gateway reaches the engines it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionMode {
+    Zmq,
+    Grpc,
+    Http,
+}
+
+impl ConnectionMode {
+    pub fn parse(name: &str) -> Result<ConnectionMode, String> {
+        match name {
+            "zmq" => Ok(ConnectionMode::Zmq),
+            "grpc" => Ok(ConnectionMode::Grpc),
+            "http" => Ok(ConnectionMode::Http),
+            other => Err(format!("unknown connection mode '{other}': zmq, grpc or http")),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionMode::Zmq => "zmq",
+            ConnectionMode::Grpc => "grpc",
+            ConnectionMode::Http => "http",
+        }
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 #[command(after_help = AFTER_HELP)]
 pub struct ServeArgs {
@@ -81,10 +108,13 @@ pub struct ServeArgs {
     /// report none over ZMQ). Default: --model, when it is a local directory.
     #[arg(long = "router-model-path", alias = "model-path", value_name = "DIR")]
     pub router_model_path: Option<PathBuf>,
-    /// How the gateway reaches the engines; ZMQ (headless engines over ipc:// sockets) is the
-    /// only mode.
-    #[arg(long = "connection-mode", default_value = "zmq", value_parser = ["zmq"])]
-    pub connection_mode: String,
+    /// How the gateway reaches the engines: zmq (headless engines over ipc:// sockets; the
+    /// gateway does all text work), grpc (`vllm serve --grpc`, SMG's servicer, one grpc://
+    /// worker per replica; the gateway still does all text work) or http (`vllm serve`, one
+    /// http:// worker per replica; the engines do their own text work). grpc and http need
+    /// --backend vllm.
+    #[arg(long = "connection-mode", default_value = "zmq", value_parser = ConnectionMode::parse)]
+    pub connection_mode: ConnectionMode,
     /// Engine replicas: each an independent single-engine worker with its own socket path
     /// (and, for vLLM and TokenSpeed, its own CUDA_VISIBLE_DEVICES slice).
     #[arg(long = "data-parallel-size", alias = "dp-size", default_value_t = 1,

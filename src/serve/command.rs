@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::args::EngineKind;
+use super::args::{ConnectionMode, EngineKind};
 use super::error::ServeError;
 use super::plan::Replica;
 
@@ -19,6 +19,18 @@ const VLLM_OWNED: &[&str] = &[
     "-dp",
     "--data-parallel-size-local",
     "-dpl",
+    "--data-parallel-address",
+    "-dpa",
+    "--data-parallel-rpc-port",
+    "-dpp",
+];
+/// Flags the launcher sets on a vLLM API server it starts for a gRPC or HTTP worker.
+const VLLM_SERVED_OWNED: &[&str] = &[
+    "--model",
+    "--headless",
+    "--host",
+    "--port",
+    "--grpc",
     "--data-parallel-address",
     "-dpa",
     "--data-parallel-rpc-port",
@@ -71,8 +83,9 @@ fn groups(args: &[String]) -> Vec<&[String]> {
     out
 }
 
-fn owned(kind: EngineKind) -> &'static [&'static str] {
+fn owned(kind: EngineKind, mode: ConnectionMode) -> &'static [&'static str] {
     match kind {
+        EngineKind::Vllm if mode != ConnectionMode::Zmq => VLLM_SERVED_OWNED,
         EngineKind::Vllm => VLLM_OWNED,
         EngineKind::Tokenspeed => TOKENSPEED_OWNED,
         EngineKind::Sim => SIM_OWNED,
@@ -80,10 +93,10 @@ fn owned(kind: EngineKind) -> &'static [&'static str] {
 }
 
 impl EngineFlags {
-    pub fn new(kind: EngineKind, user: &[String]) -> EngineFlags {
+    pub fn new(kind: EngineKind, mode: ConnectionMode, user: &[String]) -> EngineFlags {
         let mut flags = EngineFlags { kept: Vec::new(), dropped: Vec::new() };
         for group in groups(user) {
-            if owned(kind).contains(&flag_name(&group[0]).as_str()) {
+            if owned(kind, mode).contains(&flag_name(&group[0]).as_str()) {
                 flags.dropped.push(group.join(" "));
             } else {
                 flags.kept.extend(group.iter().cloned());
@@ -123,10 +136,28 @@ pub struct EngineCommand {
 }
 
 /// The launcher's arguments for one replica, then the user's.
-pub fn argv(kind: EngineKind, model: &str, replica: &Replica, flags: &EngineFlags) -> Vec<String> {
+pub fn argv(
+    kind: EngineKind,
+    mode: ConnectionMode,
+    model: &str,
+    replica: &Replica,
+    flags: &EngineFlags,
+) -> Vec<String> {
     let hs = replica.handshake_port.to_string();
-    let mut args: Vec<String> = match kind {
-        EngineKind::Vllm => vec![
+    let port = replica.worker_port.to_string();
+    let mut args: Vec<String> = match (kind, mode) {
+        // An API server of its own: `--grpc` makes vLLM's CLI serve SMG's servicer instead of
+        // its OpenAI routes.
+        (EngineKind::Vllm, ConnectionMode::Grpc | ConnectionMode::Http) => {
+            let mut args: Vec<String> =
+                ["-m", "vllm.entrypoints.cli.main", "serve", model].into_iter().map(String::from).collect();
+            if mode == ConnectionMode::Grpc {
+                args.push("--grpc".into());
+            }
+            args.extend(["--host".into(), "127.0.0.1".into(), "--port".into(), port]);
+            args
+        }
+        (EngineKind::Vllm, ConnectionMode::Zmq) => vec![
             "-m",
             "vllm.entrypoints.cli.main",
             "serve",
@@ -144,8 +175,7 @@ pub fn argv(kind: EngineKind, model: &str, replica: &Replica, flags: &EngineFlag
         .into_iter()
         .map(String::from)
         .collect(),
-        EngineKind::Tokenspeed => {
-            let port = replica.worker_port.to_string();
+        (EngineKind::Tokenspeed, _) => {
             let store = format!("127.0.0.1:{}", replica.store_port.unwrap_or(0));
             let mut args: Vec<String> = [
                 "-m",
@@ -174,7 +204,7 @@ pub fn argv(kind: EngineKind, model: &str, replica: &Replica, flags: &EngineFlag
             }
             args
         }
-        EngineKind::Sim => {
+        (EngineKind::Sim, _) => {
             let mut args = vec!["--worker-url".into(), replica.url.clone(), "--model-path".into(), model.into()];
             // A handshake port other than the path's own (the demo moves off a taken one).
             if replica.handshake_port != shardgate_wire::sockdir::derived_handshake_port(&replica.path) {
@@ -204,6 +234,7 @@ pub fn cuda_devices(replica: usize, tp: usize, visible: Option<&str>) -> Result<
 /// The whole command for one replica. `program` is the Python interpreter, or the simulator.
 pub fn command(
     kind: EngineKind,
+    mode: ConnectionMode,
     program: &Path,
     model: &str,
     replica: &Replica,
@@ -218,7 +249,7 @@ pub fn command(
             ("PYTHONUNBUFFERED".into(), "1".into()),
         ],
     };
-    Ok(EngineCommand { program: program.to_path_buf(), args: argv(kind, model, replica, flags), env })
+    Ok(EngineCommand { program: program.to_path_buf(), args: argv(kind, mode, model, replica, flags), env })
 }
 
 #[cfg(test)]
@@ -313,9 +344,40 @@ mod tests {
             ),
         ];
         for (kind, user, expected, dropped) in cases {
-            let flags = EngineFlags::new(kind, &strings(user));
-            assert_eq!(argv(kind, "M", &r, &flags), strings(&expected), "{kind:?} {user}");
+            let flags = EngineFlags::new(kind, ConnectionMode::Zmq, &strings(user));
+            assert_eq!(argv(kind, ConnectionMode::Zmq, "M", &r, &flags), strings(&expected), "{kind:?} {user}");
             assert_eq!(flags.dropped, dropped, "{kind:?} {user}");
+        }
+    }
+
+    #[test]
+    fn grpc_and_http_replicas_are_vllm_api_servers_on_their_ports() {
+        let r = &super::super::plan::served_replicas("grpc", &[31000])[0];
+        // (mode, user flags, argv after the program, dropped)
+        let cases: [(ConnectionMode, &str, &str, &[&str]); 3] = [
+            (
+                ConnectionMode::Grpc,
+                "--dtype float32 --port 9 --host=0.0.0.0",
+                "-m vllm.entrypoints.cli.main serve M --grpc --host 127.0.0.1 --port 31000 --dtype float32",
+                &["--port 9", "--host=0.0.0.0"],
+            ),
+            (
+                ConnectionMode::Http,
+                "--grpc --max-model-len 1024 --headless",
+                "-m vllm.entrypoints.cli.main serve M --host 127.0.0.1 --port 31000 --max-model-len 1024",
+                &["--grpc", "--headless"],
+            ),
+            (
+                ConnectionMode::Http,
+                "--data-parallel-rpc-port 1 --tool-call-parser hermes",
+                "-m vllm.entrypoints.cli.main serve M --host 127.0.0.1 --port 31000 --tool-call-parser hermes",
+                &["--data-parallel-rpc-port 1"],
+            ),
+        ];
+        for (mode, user, expected, dropped) in cases {
+            let flags = EngineFlags::new(EngineKind::Vllm, mode, &strings(user));
+            assert_eq!(argv(EngineKind::Vllm, mode, "M", r, &flags), strings(expected), "{mode:?} {user}");
+            assert_eq!(flags.dropped, dropped, "{mode:?} {user}");
         }
     }
 
@@ -323,7 +385,13 @@ mod tests {
     fn a_moved_handshake_port_is_named_to_the_simulator() {
         let mut r = replica();
         r.handshake_port = 40123;
-        let args = argv(EngineKind::Sim, "M", &r, &EngineFlags::new(EngineKind::Sim, &[]));
+        let args = argv(
+            EngineKind::Sim,
+            ConnectionMode::Zmq,
+            "M",
+            &r,
+            &EngineFlags::new(EngineKind::Sim, ConnectionMode::Zmq, &[]),
+        );
         assert_eq!(args[4..], strings("--handshake tcp://127.0.0.1:40123"));
     }
 
@@ -352,8 +420,11 @@ mod tests {
 
     #[test]
     fn the_tensor_parallel_size_comes_from_the_engine_flags() {
-        let tp =
-            |s: &str| EngineFlags::new(EngineKind::Vllm, &strings(s)).tensor_parallel_size().map_err(|e| e.to_string());
+        let tp = |s: &str| {
+            EngineFlags::new(EngineKind::Vllm, ConnectionMode::Zmq, &strings(s))
+                .tensor_parallel_size()
+                .map_err(|e| e.to_string())
+        };
         assert_eq!(tp(""), Ok(1));
         assert_eq!(tp("-tp 2"), Ok(2));
         assert_eq!(tp("--tensor-parallel-size=4 --dtype x"), Ok(4));
@@ -365,12 +436,20 @@ mod tests {
     #[test]
     fn python_engines_get_their_gpus_and_unbuffered_output() {
         let r = replica();
-        let flags = EngineFlags::new(EngineKind::Vllm, &strings("-tp 2"));
-        let c = command(EngineKind::Vllm, Path::new("/venv/bin/python"), "M", &r, &flags, None).unwrap();
+        let flags = EngineFlags::new(EngineKind::Vllm, ConnectionMode::Zmq, &strings("-tp 2"));
+        let c = command(EngineKind::Vllm, ConnectionMode::Zmq, Path::new("/venv/bin/python"), "M", &r, &flags, None)
+            .unwrap();
         assert_eq!(c.program, Path::new("/venv/bin/python"));
         assert_eq!(c.env, [("CUDA_VISIBLE_DEVICES".into(), "0,1".into()), ("PYTHONUNBUFFERED".into(), "1".into())]);
-        let sim =
-            command(EngineKind::Sim, Path::new("/bin/sim"), "M", &r, &EngineFlags::new(EngineKind::Sim, &[]), None);
+        let sim = command(
+            EngineKind::Sim,
+            ConnectionMode::Zmq,
+            Path::new("/bin/sim"),
+            "M",
+            &r,
+            &EngineFlags::new(EngineKind::Sim, ConnectionMode::Zmq, &[]),
+            None,
+        );
         assert!(sim.unwrap().env.is_empty());
     }
 }

@@ -16,6 +16,11 @@ pub enum ServeError {
     NotUnicode(OsString),
     /// `--backend` names an engine `serve` cannot start over ZMQ.
     UnsupportedBackend(String),
+    /// `--connection-mode grpc` or `http` with an engine other than vLLM.
+    ModeNeedsVllm {
+        mode: &'static str,
+        backend: &'static str,
+    },
     /// No `--router-model-path`, and `--model` is not a local directory.
     NoModelIdentity {
         url: String,
@@ -74,6 +79,11 @@ impl fmt::Display for ServeError {
                 f,
                 "connection-mode zmq is only supported for the vllm and tokenspeed backends, not {b} \
                  (or sim, the simulator)"
+            ),
+            ServeError::ModeNeedsVllm { mode, backend } => write!(
+                f,
+                "connection-mode {mode} is only supported for the vllm backend, not {backend} (the simulator and \
+                 TokenSpeed speak the engine wire: use --connection-mode zmq)"
             ),
             ServeError::NoModelIdentity { url, model } => write!(
                 f,

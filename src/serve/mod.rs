@@ -1,5 +1,8 @@
-//! `shardgate serve`: starts headless engines and the gateway together, as SMG's `smg serve
-//! --connection-mode zmq` does, and keeps the engines alive, which SMG does not.
+//! `shardgate serve`: starts engines and the gateway together, as SMG's `smg serve` does, and
+//! keeps the engines alive, which SMG does not. `--connection-mode zmq` (headless engines over
+//! ipc:// sockets) is the default; `grpc` and `http` start vLLM API servers on loopback ports
+//! (`vllm serve --grpc`, SMG's servicer; plain `vllm serve`) and register them as `grpc://`
+//! or `http://` workers.
 //!
 //! Everything that can be checked is checked before anything starts (`args` the command line,
 //! `plan` the replicas' ports and socket paths, `python` the interpreter and its engine
@@ -30,7 +33,7 @@ pub use error::ServeError;
 use crate::config::{Config, LaunchArgs};
 use crate::engine_process::{EngineHandle, EngineState};
 use crate::startup::StartupError;
-use args::{EngineKind, ServeArgs};
+use args::{ConnectionMode, EngineKind, ServeArgs};
 use command::{EngineCommand, EngineFlags};
 use plan::Replica;
 use restart::RestartPolicy;
@@ -57,11 +60,18 @@ impl Default for Supervision {
 
 pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let kind = EngineKind::parse(&args.backend)?;
+    let mode = args.connection_mode;
+    if mode != ConnectionMode::Zmq && kind != EngineKind::Vllm {
+        return Err(ServeError::ModeNeedsVllm { mode: mode.as_str(), backend: kind.as_str() });
+    }
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
     let (dir, named_by) = plan::socket_dir(|k| std::env::var(k).ok(), uid);
     let ports = plan::worker_ports(args.worker_base_port, usize::from(args.data_parallel_size), plan::port_is_free)?;
-    let mut replicas = plan::replicas(&dir, &ports)?;
+    let mut replicas = match mode {
+        ConnectionMode::Zmq => plan::replicas(&dir, &ports)?,
+        ConnectionMode::Grpc | ConnectionMode::Http => plan::served_replicas(mode.as_str(), &ports),
+    };
     if kind == EngineKind::Tokenspeed {
         plan::assign_store_ports(&mut replicas)?;
     }
@@ -73,22 +83,37 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         gateway: args.gateway.clone(),
     };
     let config = Config::from_launch(&launch)?;
-    let program = engine_program(kind, args.engine_python.as_deref())?;
-    let flags = EngineFlags::new(kind, &args.engine_args);
+    let program = engine_program(kind, mode, args.engine_python.as_deref())?;
+    let mut flags = EngineFlags::new(kind, mode, &args.engine_args);
+    if mode == ConnectionMode::Http {
+        // Clients name the gateway's model (`--served-model-name`, a gateway flag), and an
+        // HTTP worker is routed by the name its server answers to.
+        flags.kept.extend(["--served-model-name".into(), config.served_model_name.clone()]);
+    }
     for dropped in &flags.dropped {
         tracing::warn!("engine flag {dropped} dropped: the launcher sets it itself");
     }
     let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
     let commands = replicas
         .iter()
-        .map(|r| command::command(kind, &program, &args.model, r, &flags, visible.as_deref()))
+        .map(|r| command::command(kind, mode, &program, &args.model, r, &flags, visible.as_deref()))
         .collect::<Result<Vec<_>, _>>()?;
-    tracing::info!(
-        "serve: {} {} engine(s) of {}, sockets in {dir} ({named_by})",
-        replicas.len(),
-        kind.as_str(),
-        args.model
-    );
+    match mode {
+        ConnectionMode::Zmq => tracing::info!(
+            "serve: {} {} engine(s) of {}, sockets in {dir} ({named_by})",
+            replicas.len(),
+            kind.as_str(),
+            args.model
+        ),
+        _ => tracing::info!(
+            "serve: {} {} server(s) of {} over {}: {}",
+            replicas.len(),
+            kind.as_str(),
+            args.model,
+            mode.as_str(),
+            replicas.iter().map(|r| r.url.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+    }
     let supervision = Supervision {
         policy: RestartPolicy::new(args.engine_restart_limit, args.engine_restart_window_secs),
         shutdown_timeout: Duration::from_secs(args.engine_shutdown_timeout_secs),
@@ -111,13 +136,17 @@ fn gateway_model(args: &ServeArgs, replicas: &[Replica]) -> Result<PathBuf, Serv
 
 /// What runs an engine: the simulator next to this executable, or a Python interpreter that
 /// can import the engine's package.
-fn engine_program(kind: EngineKind, engine_python: Option<&Path>) -> Result<PathBuf, ServeError> {
+fn engine_program(kind: EngineKind, mode: ConnectionMode, engine_python: Option<&Path>) -> Result<PathBuf, ServeError> {
     let Some(package) = kind.package() else {
         return Ok(sim_binary()?);
     };
     let virtual_env = std::env::var_os("VIRTUAL_ENV").map(PathBuf::from);
     let python = python::choose(engine_python, virtual_env.as_deref());
     python::check_package(&python, package)?;
+    // `vllm serve --grpc` serves SMG's servicer, a package of its own.
+    if mode == ConnectionMode::Grpc {
+        python::check_package(&python, "smg_grpc_servicer")?;
+    }
     Ok(python.path)
 }
 
@@ -145,7 +174,12 @@ pub fn run_with_engines(
     for ((worker, replica), command) in config.workers.iter_mut().zip(replicas).zip(commands) {
         let state = Arc::new(EngineState::new(replica.name()));
         worker.engine = Some(EngineHandle(state.clone()));
-        let socket_files = (0..shards).map(|k| shardgate_wire::sockdir::socket_paths(&worker.path, k)).collect();
+        // gRPC and HTTP workers have no socket files to clean up after a crashed engine.
+        let socket_files = if worker.path.is_empty() {
+            Vec::new()
+        } else {
+            (0..shards).map(|k| shardgate_wire::sockdir::socket_paths(&worker.path, k)).collect()
+        };
         specs.push(EngineSpec { state, command, socket_files });
     }
     let fleet = Fleet::new(specs, supervision.policy, supervision.shutdown_timeout);

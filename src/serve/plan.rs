@@ -77,6 +77,24 @@ pub fn replicas(dir: &str, ports: &[u16]) -> Result<Vec<Replica>, ServeError> {
     Ok(replicas)
 }
 
+/// The replicas of a gRPC or HTTP fleet: each engine serves its own port on loopback, and
+/// its worker URL is `grpc://127.0.0.1:<port>` or `http://127.0.0.1:<port>` (no sockets, no
+/// handshake).
+pub fn served_replicas(scheme: &str, ports: &[u16]) -> Vec<Replica> {
+    ports
+        .iter()
+        .enumerate()
+        .map(|(index, &worker_port)| Replica {
+            index,
+            worker_port,
+            path: String::new(),
+            url: format!("{scheme}://127.0.0.1:{worker_port}"),
+            handshake_port: 0,
+            store_port: None,
+        })
+        .collect()
+}
+
 /// Gives each replica a store port for TokenSpeed's `--dist-init-addr`: one the kernel picks
 /// (outside the handshake range), not a worker or handshake port of any replica.
 pub fn assign_store_ports(replicas: &mut [Replica]) -> Result<(), ServeError> {
@@ -176,6 +194,16 @@ mod tests {
                  the same port. Adjust --worker-base-port so the worker ipc paths differ."
             )
         );
+    }
+
+    #[test]
+    fn served_replicas_are_loopback_urls_of_their_ports() {
+        let r = served_replicas("grpc", &[31000, 31002]);
+        assert_eq!(
+            r.iter().map(|r| r.url.as_str()).collect::<Vec<_>>(),
+            ["grpc://127.0.0.1:31000", "grpc://127.0.0.1:31002"]
+        );
+        assert_eq!((r[1].index, r[1].name().as_str(), r[1].path.as_str()), (1, "engine-31002", ""));
     }
 
     #[test]
