@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use crate::engine_process::EngineHandle;
+use crate::kv_publish::endpoints::{PublishEndpoints, PublishRefusal};
 use crate::limits;
 use crate::routing::{CacheAwareConfig, CacheAwareError, PolicyKind, UnknownPolicy};
 use crate::workers::refusal::WorkerRefusal;
@@ -205,6 +206,18 @@ pub struct GatewayArgs {
     /// has no authentication: anyone who reaches those ports can act as an engine.
     #[arg(long = "allow-public-engine-bind")]
     pub allow_public_engine_bind: bool,
+    /// Re-publish every engine rank's KV-cache events, of every worker, on one ZMQ PUB socket
+    /// bound here (`tcp://IP:PORT` on a loopback or private address, or `ipc://PATH`), in vLLM's
+    /// format, each batch's `data_parallel_rank` set to the host-level rank of its engine.
+    #[arg(long = "kv-events-publish-endpoint", value_name = "tcp://IP:PORT")]
+    pub kv_events_publish_endpoint: Option<String>,
+    /// With `--kv-events-publish-endpoint`: the ROUTER socket that replays buffered batches from
+    /// a requested sequence number, as vLLM's `replay_endpoint`.
+    #[arg(long = "kv-events-replay-endpoint", value_name = "tcp://IP:PORT")]
+    pub kv_events_replay_endpoint: Option<String>,
+    /// The topic (first frame) of the host's KV-event messages (vLLM's default: empty).
+    #[arg(long = "kv-events-topic", default_value = "")]
+    pub kv_events_topic: String,
     /// Where stored responses (`/v1/responses` with `store`) and conversations live: `sqlite` (a
     /// file in --data-dir, durable across restarts), `memory` (lost on exit) or `none` (nothing
     /// is kept).
@@ -270,6 +283,7 @@ pub enum ConfigError {
     MetricsPort(u16),
     Policy(UnknownPolicy),
     CacheAware(CacheAwareError),
+    KvPublish(PublishRefusal),
 }
 
 impl fmt::Display for ConfigError {
@@ -298,6 +312,7 @@ impl fmt::Display for ConfigError {
             ConfigError::MetricsPort(port) => write!(f, "--metrics-port {port} must differ from --port"),
             ConfigError::Policy(e) => e.fmt(f),
             ConfigError::CacheAware(e) => e.fmt(f),
+            ConfigError::KvPublish(e) => e.fmt(f),
         }
     }
 }
@@ -308,6 +323,7 @@ impl std::error::Error for ConfigError {
             ConfigError::Worker { reason, .. } | ConfigError::Runtime(reason) => Some(reason),
             ConfigError::Policy(e) => Some(e),
             ConfigError::CacheAware(e) => Some(e),
+            ConfigError::KvPublish(e) => Some(e),
             _ => None,
         }
     }
@@ -397,6 +413,8 @@ pub struct Config {
     pub worker_socket_root: Option<PathBuf>,
     /// `--allow-public-engine-bind`: `tcp://` workers may bind public addresses.
     pub allow_public_engine_bind: bool,
+    /// `--kv-events-publish-endpoint` and its replay socket and topic: the host's KV-event stream.
+    pub kv_publish: Option<PublishEndpoints>,
     /// `--history-backend` in `--data-dir`: where stored responses and conversations live.
     pub history: shardgate_store::Backend,
 }
@@ -572,6 +590,13 @@ impl Config {
             },
         };
         routing.cache_aware.validate().map_err(ConfigError::CacheAware)?;
+        let kv_publish = crate::kv_publish::endpoints::parse(
+            g.kv_events_publish_endpoint.as_deref(),
+            g.kv_events_replay_endpoint.as_deref(),
+            &g.kv_events_topic,
+            g.allow_public_engine_bind,
+        )
+        .map_err(ConfigError::KvPublish)?;
         Ok(Config {
             workers,
             model_path,
@@ -613,6 +638,7 @@ impl Config {
             http_worker_timeout_s: g.http_worker_timeout_secs.max(1),
             worker_socket_root,
             allow_public_engine_bind: g.allow_public_engine_bind,
+            kv_publish,
             history: g.history_backend.in_directory(&g.data_dir.clone().unwrap_or_else(default_data_dir)),
         })
     }

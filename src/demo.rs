@@ -122,6 +122,7 @@ fn demo_config(args: &DemoArgs, ports: &DemoPorts, model_dir: std::path::PathBuf
         http_worker_timeout_s: crate::limits::upstream_timeout_s_default,
         worker_socket_root: None,
         allow_public_engine_bind: false,
+        kv_publish: None,
         // The demo keeps stored responses for its own lifetime only.
         history: shardgate_store::Backend::Memory,
     }
