@@ -100,7 +100,8 @@ mod tests {
     #[test]
     fn private_addresses_unless_allowed_and_a_replay_only_with_a_stream() {
         // (publish, replay, allow public, Ok(publishes) or the refusal's text)
-        let cases: &[(Option<&str>, Option<&str>, bool, Result<bool, &str>)] = &[
+        type Case<'a> = (Option<&'a str>, Option<&'a str>, bool, Result<bool, &'a str>);
+        let cases: &[Case] = &[
             (None, None, false, Ok(false)),
             (Some("tcp://127.0.0.1:21010"), None, false, Ok(true)),
             (Some("tcp://10.0.0.5:5557"), Some("tcp://10.0.0.5:5558"), false, Ok(true)),
