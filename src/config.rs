@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use crate::engine_process::EngineHandle;
-use crate::kv_publish::endpoints::{PublishEndpoints, PublishRefusal};
+use crate::kv_publish::endpoints::{PublishEndpoints, PublishFlags, PublishRefusal};
 use crate::limits;
 use crate::routing::{CacheAwareConfig, CacheAwareError, PolicyKind, UnknownPolicy};
 use crate::workers::refusal::WorkerRefusal;
@@ -211,6 +211,11 @@ pub struct GatewayArgs {
     /// format, each batch's `data_parallel_rank` set to the host-level rank of its engine.
     #[arg(long = "kv-events-publish-endpoint", value_name = "tcp://IP:PORT")]
     pub kv_events_publish_endpoint: Option<String>,
+    /// As `--kv-events-publish-endpoint`, but the PUB socket connects out to a subscriber that
+    /// binds `tcp://HOST:PORT` (llm-d's KV-event listener), as vLLM's publisher does for a
+    /// non-wildcard endpoint; HOST must resolve to loopback or private addresses.
+    #[arg(long = "kv-events-publish-connect", value_name = "tcp://HOST:PORT")]
+    pub kv_events_publish_connect: Option<String>,
     /// With `--kv-events-publish-endpoint`: the ROUTER socket that replays buffered batches from
     /// a requested sequence number, as vLLM's `replay_endpoint`.
     #[arg(long = "kv-events-replay-endpoint", value_name = "tcp://IP:PORT")]
@@ -590,12 +595,13 @@ impl Config {
             },
         };
         routing.cache_aware.validate().map_err(ConfigError::CacheAware)?;
-        let kv_publish = crate::kv_publish::endpoints::parse(
-            g.kv_events_publish_endpoint.as_deref(),
-            g.kv_events_replay_endpoint.as_deref(),
-            &g.kv_events_topic,
-            g.allow_public_engine_bind,
-        )
+        let kv_publish = crate::kv_publish::endpoints::parse(&PublishFlags {
+            bind: g.kv_events_publish_endpoint.as_deref(),
+            connect: g.kv_events_publish_connect.as_deref(),
+            replay: g.kv_events_replay_endpoint.as_deref(),
+            topic: &g.kv_events_topic,
+            allow_public: g.allow_public_engine_bind,
+        })
         .map_err(ConfigError::KvPublish)?;
         Ok(Config {
             workers,

@@ -1,15 +1,18 @@
-//! `--kv-events-publish-endpoint`, `--kv-events-replay-endpoint`, `--kv-events-topic`: where
-//! the host's KV-event stream is bound. The stream, like the engine wire, has no
-//! authentication, so a `tcp://` address must be loopback or private unless
-//! `--allow-public-engine-bind`, and never a wildcard.
+//! `--kv-events-publish-endpoint` (the PUB binds; subscribers dial in) or
+//! `--kv-events-publish-connect` (the PUB dials a subscriber that binds, as llm-d's KV-event
+//! listener), `--kv-events-replay-endpoint`, `--kv-events-topic`. The stream, like the engine
+//! wire, has no authentication, so every `tcp://` address it uses must be loopback or private
+//! unless `--allow-public-engine-bind`, and a bind is never a wildcard.
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 /// Where the host publishes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PublishEndpoints {
     pub endpoint: String,
+    /// The PUB connects to `endpoint` rather than binding it.
+    pub connect: bool,
     pub replay_endpoint: Option<String>,
     pub topic: String,
 }
@@ -18,6 +21,10 @@ pub struct PublishEndpoints {
 pub enum PublishRefusal {
     /// A replay socket without a stream to replay.
     ReplayWithoutPublish,
+    /// Both `--kv-events-publish-endpoint` and `--kv-events-publish-connect`.
+    BindAndConnect,
+    /// `--kv-events-publish-connect` not `tcp://HOST:PORT` that resolves, or `ipc://PATH`.
+    ConnectAddress { url: String, why: String },
     /// Not `tcp://IP:PORT` (one interface, non-zero port) or `ipc://PATH`.
     Address { flag: &'static str, url: String },
     /// A public `tcp://` address without `--allow-public-engine-bind`.
@@ -29,9 +36,17 @@ pub enum PublishRefusal {
 impl fmt::Display for PublishRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PublishRefusal::ReplayWithoutPublish => {
-                f.write_str("--kv-events-replay-endpoint needs --kv-events-publish-endpoint")
+            PublishRefusal::ReplayWithoutPublish => f.write_str(
+                "--kv-events-replay-endpoint needs --kv-events-publish-endpoint or --kv-events-publish-connect",
+            ),
+            PublishRefusal::BindAndConnect => {
+                f.write_str("--kv-events-publish-endpoint and --kv-events-publish-connect exclude each other")
             }
+            PublishRefusal::ConnectAddress { url, why } => write!(
+                f,
+                "--kv-events-publish-connect {url} must be tcp://HOST:PORT (a subscriber that binds) or \
+                 ipc://PATH: {why}"
+            ),
             PublishRefusal::Address { flag, url } => write!(
                 f,
                 "{flag} {url} must be tcp://IP:PORT with the IP address of one interface of this host and a \
@@ -40,7 +55,7 @@ impl fmt::Display for PublishRefusal {
             PublishRefusal::PublicBind { flag, url, ip } => write!(
                 f,
                 "{flag} {url}: {ip} is not a loopback or private address, and the KV-event stream has no \
-                 authentication; bind on a private network, or pass --allow-public-engine-bind"
+                 authentication; use a private network, or pass --allow-public-engine-bind"
             ),
             PublishRefusal::SameAddress(url) => {
                 write!(f, "--kv-events-publish-endpoint and --kv-events-replay-endpoint are both {url}")
@@ -51,20 +66,31 @@ impl fmt::Display for PublishRefusal {
 
 impl std::error::Error for PublishRefusal {}
 
+/// The flags as given.
+pub struct PublishFlags<'a> {
+    pub bind: Option<&'a str>,
+    pub connect: Option<&'a str>,
+    pub replay: Option<&'a str>,
+    pub topic: &'a str,
+    pub allow_public: bool,
+}
+
 /// The publisher's addresses, `None` when the host does not publish.
-pub fn parse(
-    endpoint: Option<&str>,
-    replay: Option<&str>,
-    topic: &str,
-    allow_public: bool,
-) -> Result<Option<PublishEndpoints>, PublishRefusal> {
-    let Some(endpoint) = endpoint else {
-        return match replay {
-            Some(_) => Err(PublishRefusal::ReplayWithoutPublish),
-            None => Ok(None),
-        };
+pub fn parse(flags: &PublishFlags<'_>) -> Result<Option<PublishEndpoints>, PublishRefusal> {
+    let (replay, allow_public) = (flags.replay, flags.allow_public);
+    let (endpoint, connect) = match (flags.bind, flags.connect) {
+        (Some(_), Some(_)) => return Err(PublishRefusal::BindAndConnect),
+        (Some(bind), None) => {
+            check("--kv-events-publish-endpoint", bind, allow_public)?;
+            (bind, false)
+        }
+        (None, Some(connect)) => {
+            check_connect(connect, allow_public)?;
+            (connect, true)
+        }
+        (None, None) if replay.is_some() => return Err(PublishRefusal::ReplayWithoutPublish),
+        (None, None) => return Ok(None),
     };
-    check("--kv-events-publish-endpoint", endpoint, allow_public)?;
     if let Some(replay) = replay {
         check("--kv-events-replay-endpoint", replay, allow_public)?;
         if replay == endpoint {
@@ -73,9 +99,36 @@ pub fn parse(
     }
     Ok(Some(PublishEndpoints {
         endpoint: endpoint.to_string(),
+        connect,
         replay_endpoint: replay.map(str::to_string),
-        topic: topic.to_string(),
+        topic: flags.topic.to_string(),
     }))
+}
+
+/// A subscriber's address: every address its host name resolves to must be private.
+fn check_connect(url: &str, allow_public: bool) -> Result<(), PublishRefusal> {
+    let refused = |why: String| PublishRefusal::ConnectAddress { url: url.to_string(), why };
+    if url.strip_prefix("ipc://").is_some_and(|path| !path.is_empty()) {
+        return Ok(());
+    }
+    let Some(host_port) = url.strip_prefix("tcp://") else {
+        return Err(refused("another scheme".into()));
+    };
+    let addrs: Vec<SocketAddr> =
+        host_port.to_socket_addrs().map_err(|e| refused(format!("cannot resolve it ({e})")))?.collect();
+    for addr in &addrs {
+        if addr.port() == 0 || addr.ip().is_unspecified() || addr.ip().is_multicast() {
+            return Err(refused(format!("{addr} is not one host's address")));
+        }
+        if !allow_public && !crate::workers::tcp::is_private(addr.ip()) {
+            let flag = "--kv-events-publish-connect";
+            return Err(PublishRefusal::PublicBind { flag, url: url.to_string(), ip: addr.ip() });
+        }
+    }
+    if addrs.is_empty() {
+        return Err(refused("it resolves to no address".into()));
+    }
+    Ok(())
 }
 
 fn check(flag: &'static str, url: &str, allow_public: bool) -> Result<(), PublishRefusal> {
@@ -101,7 +154,7 @@ mod tests {
     fn private_addresses_unless_allowed_and_a_replay_only_with_a_stream() {
         // (publish, replay, allow public, Ok(publishes) or the refusal's text)
         type Case<'a> = (Option<&'a str>, Option<&'a str>, bool, Result<bool, &'a str>);
-        let cases: &[Case] = &[
+        let binds: &[Case] = &[
             (None, None, false, Ok(false)),
             (Some("tcp://127.0.0.1:21010"), None, false, Ok(true)),
             (Some("tcp://10.0.0.5:5557"), Some("tcp://10.0.0.5:5558"), false, Ok(true)),
@@ -124,12 +177,38 @@ mod tests {
             (Some("http://127.0.0.1:5557"), None, false, Err("must be tcp://IP:PORT")),
             (Some("tcp://127.0.0.1:5557"), Some("tcp://127.0.0.1:5557"), false, Err("are both tcp://127.0.0.1:5557")),
         ];
-        for &(publish, replay, allow, ref want) in cases {
-            let got = parse(publish, replay, "kv", allow);
+        // (connect, replay, allow public, Ok(publishes) or the refusal's text)
+        let connects: &[Case] = &[
+            (Some("tcp://127.0.0.1:5557"), None, false, Ok(true)),
+            (Some("tcp://localhost:5557"), Some("tcp://127.0.0.1:5558"), false, Ok(true)),
+            (Some("ipc:///run/llm-d/kv"), None, false, Ok(true)),
+            (
+                Some("tcp://203.0.113.7:5557"),
+                None,
+                false,
+                Err("--kv-events-publish-connect tcp://203.0.113.7:5557: 203.0.113.7 is not"),
+            ),
+            (Some("tcp://203.0.113.7:5557"), None, true, Ok(true)),
+            (Some("tcp://127.0.0.1:0"), None, false, Err("is not one host's address")),
+            (Some("tcp://no-such-host.invalid:5557"), None, false, Err("cannot resolve it")),
+            (Some("tcp://127.0.0.1"), None, false, Err("cannot resolve it")),
+            (Some("udp://127.0.0.1:5557"), None, false, Err("another scheme")),
+        ];
+        let table = binds
+            .iter()
+            .map(|&(p, r, a, ref w)| (p, None, r, a, w))
+            .chain(connects.iter().map(|&(c, r, a, ref w)| (None, c, r, a, w)));
+        let both =
+            (Some("tcp://127.0.0.1:5557"), Some("tcp://127.0.0.1:5559"), None, false, &Err("exclude each other"));
+        for (bind, connect, replay, allow_public, want) in table.chain([both]) {
+            let got = parse(&PublishFlags { bind, connect, replay, topic: "kv", allow_public });
+            let case = format!("{bind:?} {connect:?} {replay:?}");
             match (want, got) {
-                (Ok(publishes), Ok(got)) => assert_eq!(got.is_some(), *publishes, "{publish:?} {replay:?}"),
-                (Err(text), Err(e)) => assert!(e.to_string().contains(text), "{publish:?} {replay:?}: {e}"),
-                (want, got) => panic!("{publish:?} {replay:?}: want {want:?}, got {got:?}"),
+                (Ok(publishes), Ok(got)) => {
+                    assert_eq!(got.as_ref().map(|g| g.connect), publishes.then_some(connect.is_some()), "{case}")
+                }
+                (Err(text), Err(e)) => assert!(e.to_string().contains(text), "{case}: {e}"),
+                (want, got) => panic!("{case}: want {want:?}, got {got:?}"),
             }
         }
     }

