@@ -47,16 +47,10 @@ impl KvForward {
         self.dropped.borrow_mut()[rank] = !sent;
     }
 
-    /// One frame: kind, engine rank (4 bytes, big-endian), worker URL length (4 bytes), worker
-    /// URL, payload. One frame, so a full queue refuses it whole.
+    /// One frame (`encode`), so a full queue refuses it whole.
     fn send(&self, kind: u8, rank: usize, payload: &[u8]) -> bool {
         let mut m = self.message.borrow_mut();
-        m.clear();
-        m.push(kind);
-        m.extend_from_slice(&(rank as u32).to_be_bytes());
-        m.extend_from_slice(&(self.worker.len() as u32).to_be_bytes());
-        m.extend_from_slice(self.worker.as_bytes());
-        m.extend_from_slice(payload);
+        encode(kind, rank as u32, &self.worker, payload, &mut m);
         match self.socket.send(&m[..], zmq::DONTWAIT) {
             Ok(()) => true,
             Err(e) => {
@@ -72,6 +66,17 @@ impl KvForward {
     }
 }
 
+/// A hand-over message: kind, engine rank (4 bytes, big-endian), worker URL length (4 bytes),
+/// worker URL, payload.
+pub(super) fn encode(kind: u8, rank: u32, worker: &str, payload: &[u8], m: &mut Vec<u8>) {
+    m.clear();
+    m.push(kind);
+    m.extend_from_slice(&rank.to_be_bytes());
+    m.extend_from_slice(&(worker.len() as u32).to_be_bytes());
+    m.extend_from_slice(worker.as_bytes());
+    m.extend_from_slice(payload);
+}
+
 /// A hand-over message read back: (kind, engine rank, worker URL, payload).
 pub(super) fn parse(m: &[u8]) -> Option<(u8, u32, &str, &[u8])> {
     let kind = *m.first()?;
@@ -79,4 +84,43 @@ pub(super) fn parse(m: &[u8]) -> Option<(u8, u32, &str, &[u8])> {
     let len = u32::from_be_bytes(m.get(5..9)?.try_into().ok()?) as usize;
     let worker = std::str::from_utf8(m.get(9..9usize.checked_add(len)?)?).ok()?;
     Some((kind, rank, worker, &m[9 + len..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_queue_drops_the_batch_and_the_rank_is_cleared_before_its_next() {
+        let ctx = zmq::Context::new();
+        let handover = ctx.socket(zmq::PULL).unwrap();
+        handover.set_rcvhwm(1).unwrap();
+        handover.bind(HANDOVER_ADDRESS).unwrap();
+        let forward = KvForward::open(&ctx, "ipc:///run/e0", 2).unwrap();
+        // Nobody reads: the queue fills, and the first batch it refuses marks rank 1.
+        let mut queued = 0;
+        while queued <= 4 * limits::kv_publish_handover_batches_max && !forward.dropped.borrow()[1] {
+            forward.batch(1, b"old");
+            queued += 1;
+        }
+        assert!(forward.dropped.borrow()[1], "the queue never filled");
+        assert!(!forward.dropped.borrow()[0]);
+        let mut read = 0;
+        while let Ok(m) = handover.recv_bytes(zmq::DONTWAIT) {
+            assert_eq!(parse(&m), Some((KIND_BATCH, 1, "ipc:///run/e0", &b"old"[..])));
+            read += 1;
+        }
+        assert_eq!(read, queued - 1);
+        // Room again: the rank's clear goes first, then its batch; the mark is gone.
+        forward.batch(1, b"new");
+        let after: Vec<_> = std::iter::from_fn(|| handover.recv_bytes(zmq::DONTWAIT).ok()).collect();
+        let after: Vec<_> = after.iter().map(|m| parse(m).unwrap()).collect();
+        let want = [(KIND_LOST, 1, "ipc:///run/e0", &b""[..]), (KIND_BATCH, 1, "ipc:///run/e0", &b"new"[..])];
+        assert_eq!(after, want);
+        assert!(!forward.dropped.borrow()[1]);
+        // A message too short for its fields is not read.
+        for bad in [&[][..], &[KIND_BATCH, 0, 0, 0][..], &[KIND_BATCH, 0, 0, 0, 1, 0, 0, 0, 9, b'w'][..]] {
+            assert_eq!(parse(bad), None);
+        }
+    }
 }

@@ -172,3 +172,88 @@ impl Host {
 fn now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shardgate_wire::vllm::kv_events::{decode_batch, KvEvent};
+
+    fn host(ctx: &zmq::Context) -> Host {
+        let publisher = ctx.socket(zmq::PUB).unwrap();
+        publisher.bind("inproc://test-host-pub").unwrap();
+        Host { publisher, topic: b"kv".to_vec(), next_seq: 0, buffer: VecDeque::new(), ranks: HashMap::new() }
+    }
+
+    /// (seq, data_parallel_rank, whether the batch is the engine's (its ts 1.0) or a clear the
+    /// host made)
+    type Published = (i64, Option<u32>, bool);
+
+    fn published(host: &Host) -> Vec<Published> {
+        let view = |(seq, b): &(i64, Vec<u8>)| {
+            let batch = decode_batch(b).unwrap();
+            let engines = batch.ts == 1.0;
+            assert!(engines || batch.events == vec![KvEvent::AllCleared]);
+            (*seq, batch.data_parallel_rank, engines)
+        };
+        host.buffer.iter().map(view).collect()
+    }
+
+    #[test]
+    fn one_sequence_host_ranks_and_a_clear_only_for_what_was_said() {
+        let ctx = zmq::Context::new();
+        let mut host = host(&ctx);
+        let mut engine_batch = Vec::new();
+        kv_events::encode_cleared(1.0, 7, &mut engine_batch);
+        let garbage = b"\x93\x01".to_vec();
+        // (hand-over kind, worker, engine rank, payload, what the host stream holds after it)
+        type Step<'a> = (u8, &'a str, u32, &'a [u8], &'a [Published]);
+        let steps: [Step; 10] = [
+            (KIND_LOST, "w1", 0, b"", &[]),
+            (KIND_LOST, "w1", 1, b"", &[]),
+            (KIND_BATCH, "w1", 1, &engine_batch, &[(0, Some(1), true)]),
+            (KIND_BATCH, "w2", 0, &engine_batch, &[(1, Some(2), true)]),
+            (KIND_LOST, "w1", 1, b"", &[(2, Some(1), false)]),
+            (KIND_LOST, "w1", 1, b"", &[]),
+            (KIND_BATCH, "w1", 0, &garbage, &[]),
+            (KIND_BATCH, "w2", 0, &garbage, &[(3, Some(2), false)]),
+            (KIND_BATCH, "w1", 1, &engine_batch, &[(4, Some(1), true)]),
+            (b'?', "w1", 1, b"", &[]),
+        ];
+        let (mut m, mut want) = (Vec::new(), Vec::new());
+        for (kind, worker, rank, payload, added) in steps {
+            forward::encode(kind, rank, worker, payload, &mut m);
+            host.on_handover(&m);
+            want.extend_from_slice(added);
+            assert_eq!(published(&host), want, "after {} {worker} {rank}", kind as char);
+        }
+        host.on_handover(&m[..3]);
+        assert_eq!(host.next_seq, 5);
+
+        // vLLM's replay exchange, over real sockets.
+        let router = ctx.socket(zmq::ROUTER).unwrap();
+        router.bind("inproc://test-host-replay").unwrap();
+        let dealer = ctx.socket(zmq::DEALER).unwrap();
+        dealer.connect("inproc://test-host-replay").unwrap();
+        for (start, seqs) in [(0i64, vec![0, 1, 2, 3, 4]), (3, vec![3, 4]), (5, vec![])] {
+            dealer.send_multipart([&b""[..], &start.to_be_bytes()], 0).unwrap();
+            host.answer_replay(&router, &router.recv_multipart(0).unwrap());
+            let mut got = Vec::new();
+            loop {
+                let frames = dealer.recv_multipart(0).unwrap();
+                let seq = kv_events::decode_seq(&frames[2]).unwrap();
+                if seq == REPLAY_END_SEQ {
+                    assert_eq!(frames, [&b""[..], b"", &seq.to_be_bytes(), b""]);
+                    break;
+                }
+                assert_eq!(frames[1], b"kv");
+                assert_eq!(frames[3], host.buffer[seq as usize].1);
+                got.push(seq);
+            }
+            assert_eq!(got, seqs, "replay from {start}");
+        }
+        // A malformed request gets no answer, and the socket serves the next one.
+        dealer.send_multipart([&b""[..], b"short"], 0).unwrap();
+        host.answer_replay(&router, &router.recv_multipart(0).unwrap());
+        assert!(dealer.poll(zmq::POLLIN, 0).unwrap() == 0);
+    }
+}
