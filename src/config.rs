@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use crate::engine_process::EngineHandle;
+use crate::kv_publish::endpoints::{PublishEndpoints, PublishFlags, PublishRefusal};
 use crate::limits;
 use crate::routing::{CacheAwareConfig, CacheAwareError, PolicyKind, UnknownPolicy};
 use crate::workers::refusal::WorkerRefusal;
@@ -216,6 +217,23 @@ pub struct GatewayArgs {
     /// The private key (PEM) of --client-cert-path.
     #[arg(long = "client-key-path", value_name = "PEM")]
     pub client_key_path: Option<PathBuf>,
+    /// Re-publish every engine rank's KV-cache events, of every worker, on one ZMQ PUB socket
+    /// bound here (`tcp://IP:PORT` on a loopback or private address, or `ipc://PATH`), in vLLM's
+    /// format, each batch's `data_parallel_rank` set to the host-level rank of its engine.
+    #[arg(long = "kv-events-publish-endpoint", value_name = "tcp://IP:PORT")]
+    pub kv_events_publish_endpoint: Option<String>,
+    /// As `--kv-events-publish-endpoint`, but the PUB socket connects out to a subscriber that
+    /// binds `tcp://HOST:PORT` (llm-d's KV-event listener), as vLLM's publisher does for a
+    /// non-wildcard endpoint; HOST must resolve to loopback or private addresses.
+    #[arg(long = "kv-events-publish-connect", value_name = "tcp://HOST:PORT")]
+    pub kv_events_publish_connect: Option<String>,
+    /// With `--kv-events-publish-endpoint`: the ROUTER socket that replays buffered batches from
+    /// a requested sequence number, as vLLM's `replay_endpoint`.
+    #[arg(long = "kv-events-replay-endpoint", value_name = "tcp://IP:PORT")]
+    pub kv_events_replay_endpoint: Option<String>,
+    /// The topic (first frame) of the host's KV-event messages (vLLM's default: empty).
+    #[arg(long = "kv-events-topic", default_value = "")]
+    pub kv_events_topic: String,
     /// Where stored responses (`/v1/responses` with `store`) and conversations live: `sqlite` (a
     /// file in --data-dir, durable across restarts), `memory` (lost on exit) or `none` (nothing
     /// is kept).
@@ -284,6 +302,7 @@ pub enum ConfigError {
     /// The TLS flags for workers cannot be used (a file missing or malformed, a key without
     /// its certificate).
     WorkerTls(String),
+    KvPublish(PublishRefusal),
 }
 
 impl fmt::Display for ConfigError {
@@ -313,6 +332,7 @@ impl fmt::Display for ConfigError {
             ConfigError::Policy(e) => e.fmt(f),
             ConfigError::CacheAware(e) => e.fmt(f),
             ConfigError::WorkerTls(e) => write!(f, "TLS to workers: {e}"),
+            ConfigError::KvPublish(e) => e.fmt(f),
         }
     }
 }
@@ -323,6 +343,7 @@ impl std::error::Error for ConfigError {
             ConfigError::Worker { reason, .. } | ConfigError::Runtime(reason) => Some(reason),
             ConfigError::Policy(e) => Some(e),
             ConfigError::CacheAware(e) => Some(e),
+            ConfigError::KvPublish(e) => Some(e),
             _ => None,
         }
     }
@@ -419,6 +440,8 @@ pub struct Config {
     pub allow_public_engine_bind: bool,
     /// TLS to `https://` and `grpcs://` workers.
     pub worker_tls: crate::workers::tls::WorkerTls,
+    /// `--kv-events-publish-endpoint` and its replay socket and topic: the host's KV-event stream.
+    pub kv_publish: Option<PublishEndpoints>,
     /// `--history-backend` in `--data-dir`: where stored responses and conversations live.
     pub history: shardgate_store::Backend,
 }
@@ -602,6 +625,14 @@ impl Config {
             },
         };
         routing.cache_aware.validate().map_err(ConfigError::CacheAware)?;
+        let kv_publish = crate::kv_publish::endpoints::parse(&PublishFlags {
+            bind: g.kv_events_publish_endpoint.as_deref(),
+            connect: g.kv_events_publish_connect.as_deref(),
+            replay: g.kv_events_replay_endpoint.as_deref(),
+            topic: &g.kv_events_topic,
+            allow_public: g.allow_public_engine_bind,
+        })
+        .map_err(ConfigError::KvPublish)?;
         Ok(Config {
             workers,
             model_path,
@@ -644,6 +675,7 @@ impl Config {
             worker_socket_root,
             allow_public_engine_bind: g.allow_public_engine_bind,
             worker_tls,
+            kv_publish,
             history: g.history_backend.in_directory(&g.data_dir.clone().unwrap_or_else(default_data_dir)),
         })
     }

@@ -124,6 +124,7 @@ fn demo_config(args: &DemoArgs, ports: &DemoPorts, model_dir: std::path::PathBuf
         worker_socket_root: None,
         allow_public_engine_bind: false,
         worker_tls: Default::default(),
+        kv_publish: None,
         // The demo keeps stored responses for its own lifetime only.
         history: shardgate_store::Backend::Memory,
     }

@@ -50,6 +50,9 @@ fn run_gateway(config: Config, companion: CompanionSlot) -> Result<(), StartupEr
         .map_err(StartupError::History)?;
     tracing::info!("response history: {}", config.history);
     let shared = Shared::new(config, budget.connections_per_shard, store);
+    if let Some(at) = &shared.config.kv_publish {
+        crate::kv_publish::publisher::start(&shared.zmq, at).map_err(StartupError::KvPublish)?;
+    }
     crate::shutdown::spawn_watcher(shared.clone(), companion)?;
     let source = ModelSource {
         model_path: shared.config.model_path.clone(),

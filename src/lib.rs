@@ -10,6 +10,7 @@ pub mod error;
 pub mod gateway;
 pub mod http;
 pub mod inspect;
+pub mod kv_publish;
 pub mod limits;
 pub mod metrics;
 pub mod pipeline;

@@ -170,6 +170,12 @@ pub const kv_index_blocks_max: usize = 1 << 20;
 pub const kv_replay_timeout_ms: u64 = 2_000;
 /// Batches decoded in a row before the subscriber yields to the shard's other tasks.
 pub const kv_batches_per_poll_max: usize = 64;
+/// The host's KV-event stream (`--kv-events-publish-endpoint`): batches kept for replay
+/// (vLLM's `buffer_steps` default).
+pub const kv_publish_replay_batches: usize = 10_000;
+/// Batches shard 0 may hand the publisher thread ahead of it; beyond, a rank's batch is dropped
+/// and the rank cleared on the host stream.
+pub const kv_publish_handover_batches_max: i32 = 10_000;
 
 /// Constrained decoding: how deep a JSON schema or structural tag may nest objects and arrays
 /// (vLLM's `MAX_STRUCTURED_OUTPUT_JSON_NESTING`; a structural tag may wrap schemas in

@@ -46,6 +46,8 @@ pub enum StartupError {
     Stdout(io::Error),
     /// The response store would not open (`--history-backend`, `--data-dir`).
     History(shardgate_store::StoreError),
+    /// The host's KV-event stream could not bind (`--kv-events-publish-endpoint`).
+    KvPublish(String),
 }
 
 impl fmt::Display for StartupError {
@@ -70,6 +72,7 @@ impl fmt::Display for StartupError {
             StartupError::Stdin(e) => write!(f, "cannot read stdin: {e}"),
             StartupError::Stdout(e) => write!(f, "cannot write stdout: {e}"),
             StartupError::History(e) => write!(f, "cannot open the response history (--history-backend): {e}"),
+            StartupError::KvPublish(e) => write!(f, "cannot publish the host's KV events: {e}"),
         }
     }
 }
@@ -88,7 +91,10 @@ impl std::error::Error for StartupError {
             StartupError::Signals(e) | StartupError::Locate(e) | StartupError::Stdin(e) | StartupError::Stdout(e) => {
                 Some(e)
             }
-            StartupError::SimulatorMissing(_) | StartupError::NoModel | StartupError::NoChatTemplate => None,
+            StartupError::SimulatorMissing(_)
+            | StartupError::NoModel
+            | StartupError::NoChatTemplate
+            | StartupError::KvPublish(_) => None,
         }
     }
 }

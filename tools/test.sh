@@ -102,6 +102,8 @@ if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   limited 900 python3 tests/real_vllm/tcp_worker.py
   step "KV-cache events: vLLM's publisher with a dropped batch, and a real 2-rank group routed by what it holds"
   limited 1800 python3 tests/real_vllm/kv_events.py
+  step "the host's KV-event stream: two ranks re-published in order, gaps filled or cleared, the host replay, a real engine's blocks"
+  limited 1200 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/kv_publish.py --real
   step "gRPC worker client against SMG's servicer and vllm-rs on real vLLM engines"
   limited 1200 tools/grpc-workers/setup.sh
   SHARDGATE_REAL_VLLM=1 limited 1200 cargo test --release -p shardgate-grpc --test real_servicer --test real_vllm_rs

@@ -53,6 +53,8 @@ pub struct LinkSettings {
     pub silence_s: u64,
     /// When a rank holding a prompt's prefix is too busy to be preferred.
     pub balance: Balance,
+    /// This link's KV events feed the host's stream (`kv_publish`).
+    pub kv_publish: bool,
 }
 
 impl EngineLink {
@@ -73,7 +75,7 @@ impl EngineLink {
                 let max_model_len = a.max_model_len();
                 let publishers = a.engines.iter().map(|e| e.registration.kv_events()).collect();
                 // Engines of an `ipc://` worker run on this host.
-                let kv = kv_events::follow(&book, &a.zmq, publishers, "127.0.0.1");
+                let kv = kv_events::follow(&book, &a.zmq, publishers, "127.0.0.1", settings.kv_publish);
                 (Transport::Zmq(ZmqTransport::start(a, worker.backend(), &book)?), max_model_len, kv)
             }
             Attachment::Grpc(a) => {

@@ -32,6 +32,8 @@ fn handle(ctx: &Rc<ShardCtx>, msg: ShardMsg) {
                 let config = &ctx.shared.config;
                 let settings = LinkSettings {
                     silence_s: config.engine_silence_s,
+                    // One shard's subscriptions feed the host stream; every shard sees the same.
+                    kv_publish: ctx.index == 0 && config.kv_publish.is_some(),
                     balance: Balance {
                         abs: config.routing.cache_aware.balance_abs_threshold as f64,
                         rel: config.routing.cache_aware.balance_rel_threshold,

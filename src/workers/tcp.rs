@@ -28,7 +28,7 @@ pub fn parse(url: &str, allow_public: bool) -> Result<SocketAddr, WorkerRefusal>
 }
 
 /// Loopback, private (RFC 1918, IPv6 unique local) or link-local.
-fn is_private(ip: IpAddr) -> bool {
+pub fn is_private(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4.is_loopback() || v4.is_private() || v4.is_link_local(),
         IpAddr::V6(v6) => {

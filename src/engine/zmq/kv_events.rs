@@ -8,6 +8,9 @@
 //! engine's buffer), the rank's index is dropped and marked inexact: routing falls back to load
 //! for it until the engine clears its cache or the worker reconnects, since an index missing
 //! removals could send prompts to blocks that are gone.
+//!
+//! On shard 0, when the host re-publishes KV events (`kv_publish`), every batch applied here is
+//! also handed to the host's publisher, in the rank's order, and every loss is reported to it.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -15,6 +18,7 @@ use std::time::Duration;
 
 use super::handshake_socket::AsyncSocket;
 use crate::engine::book::RequestBook;
+use crate::kv_publish::forward::KvForward;
 use crate::limits;
 use crate::routing::kv_index::{prompt_keys, KvIndex};
 use shardgate_wire::vllm::handshake::KvEventsEndpoints;
@@ -36,6 +40,8 @@ pub struct RankKv {
 pub struct KvRanks {
     ranks: RefCell<Vec<RankKv>>,
     keys: RefCell<Vec<u64>>,
+    /// On the shard that feeds the host's KV-event stream.
+    forward: Option<KvForward>,
 }
 
 impl KvRanks {
@@ -82,12 +88,14 @@ pub struct RankKvSummary {
 }
 
 /// Subscribes to every rank that publishes (`endpoints[rank]`, `None` for one that does not)
-/// until `book` closes. `host` replaces a wildcard bind address (`tcp://*:5557`).
+/// until `book` closes. `host` replaces a wildcard bind address (`tcp://*:5557`). `publish`:
+/// this shard feeds the host's KV-event stream.
 pub fn follow(
     book: &Rc<RequestBook>,
     ctx: &zmq::Context,
     endpoints: Vec<Option<KvEventsEndpoints>>,
     host: &str,
+    publish: bool,
 ) -> Option<Rc<KvRanks>> {
     if endpoints.iter().all(Option::is_none) {
         return None;
@@ -103,7 +111,17 @@ pub fn follow(
             gaps_lost: 0,
         })
         .collect();
-    let kv = Rc::new(KvRanks { ranks: RefCell::new(ranks), keys: RefCell::new(Vec::new()) });
+    let forward = publish.then(|| KvForward::open(ctx, book.worker.url(), endpoints.len())).and_then(|f| {
+        f.map_err(|e| tracing::warn!("worker {}: its KV events cannot reach the host stream: {e}", book.worker.url()))
+            .ok()
+    });
+    if let Some(forward) = &forward {
+        // A new link: whatever the host stream said about these ranks before may be stale.
+        for rank in 0..endpoints.len() {
+            forward.lost(rank);
+        }
+    }
+    let kv = Rc::new(KvRanks { ranks: RefCell::new(ranks), keys: RefCell::new(Vec::new()), forward });
     for (rank, endpoints) in endpoints.into_iter().enumerate() {
         let Some(endpoints) = endpoints else { continue };
         if !publisher_binds(&endpoints.endpoint) {
@@ -219,6 +237,9 @@ async fn on_message(
                     r.index.clear();
                     r.exact = false;
                     r.gaps_lost += 1;
+                    if let Some(forward) = &kv.forward {
+                        forward.lost(rank);
+                    }
                 }
             }
         }
@@ -235,7 +256,14 @@ fn apply(kv: &KvRanks, rank: usize, seq: i64, payload: &[u8], url: &str) {
         return;
     }
     r.next_seq = Some(seq + 1);
-    match kv_events::decode_batch(payload) {
+    let decoded = kv_events::decode_batch(payload);
+    if let Some(forward) = &kv.forward {
+        match decoded {
+            Ok(_) => forward.batch(rank, payload),
+            Err(_) => forward.lost(rank),
+        }
+    }
+    match decoded {
         Ok(batch) => {
             r.batches += 1;
             for event in &batch.events {
@@ -281,6 +309,11 @@ async fn fill_gap(
                     return Ok::<(), String>(());
                 }
                 if frames.get(1).is_some_and(|t| &t[..] == topic.as_bytes()) {
+                    let next = kv.ranks.borrow()[rank].next_seq.unwrap_or(from);
+                    if seq > next {
+                        // The engine's buffer starts after the gap: batch `next` is gone.
+                        return Err(format!("the replay starts at {seq}: the engine no longer buffers {next}"));
+                    }
                     if let Some(payload) = frames.get(3) {
                         apply(kv, rank, seq, payload, replay);
                     }

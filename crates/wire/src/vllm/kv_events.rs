@@ -13,7 +13,7 @@
 //! read big-endian, so both decode to that same `u64` here. The decoder is lenient: unknown keys
 //! are skipped, so later versions' added fields (group, locality, session) do not break it.
 
-use crate::msgpack::{DecodeError, DecodeResult, Kind, Reader};
+use crate::msgpack::{DecodeError, DecodeResult, Kind, Reader, Writer};
 
 /// The sequence number the replay socket ends its answer with.
 pub const REPLAY_END_SEQ: i64 = -1;
@@ -70,6 +70,51 @@ pub fn decode_batch(payload: &[u8]) -> DecodeResult<KvEventBatch> {
         r.skip()?;
     }
     Ok(KvEventBatch { ts, events, data_parallel_rank })
+}
+
+/// `payload` (a batch as an engine encoded it) with its `data_parallel_rank` set to `rank`,
+/// written to `out`. The timestamp, the events and any later fields keep the engine's bytes, so
+/// a subscriber reads exactly what the engine published, under the rank a re-publisher gives it.
+pub fn with_rank(payload: &[u8], rank: u32, out: &mut Vec<u8>) -> DecodeResult<()> {
+    let mut r = Reader::new(payload);
+    let n = r.array_len()?;
+    if n < 2 {
+        return Err(DecodeError(format!("KV event batch of {n} fields")));
+    }
+    let head = r.position();
+    r.skip()?;
+    r.skip()?;
+    let ts_and_events = &payload[head..r.position()];
+    if n > 2 {
+        r.skip()?;
+    }
+    let rest = &payload[r.position()..];
+    for _ in 3..n {
+        r.skip()?;
+    }
+    if !r.is_at_end() {
+        return Err(DecodeError("bytes after the KV event batch".into()));
+    }
+    out.clear();
+    let mut w = Writer::new(out);
+    w.array(n.max(3));
+    w.raw(ts_and_events);
+    w.uint(u64::from(rank));
+    w.raw(rest);
+    Ok(())
+}
+
+/// A batch of one `AllBlocksCleared` for `rank`, as vLLM's encoder writes it.
+pub fn encode_cleared(ts: f64, rank: u32, out: &mut Vec<u8>) {
+    out.clear();
+    let mut w = Writer::new(out);
+    w.array(3);
+    w.f64(ts);
+    w.array(1);
+    w.map(1);
+    w.str("type");
+    w.str("AllBlocksCleared");
+    w.uint(u64::from(rank));
 }
 
 fn decode_event(r: &mut Reader<'_>) -> DecodeResult<KvEvent> {
@@ -200,6 +245,40 @@ mod tests {
             KvEvent::AllCleared,
         ];
         assert_eq!(b.events, want);
+    }
+
+    #[test]
+    fn a_batch_takes_a_new_rank_and_keeps_the_engines_bytes() {
+        // (payload, the rank it gets): the rank field is nil, 1, or absent (a 2-field batch).
+        let two_fields = {
+            let mut b = bytes(CHAIN_REMOVED_CLEARED_INT);
+            b[0] = 0x92;
+            b.pop();
+            b
+        };
+        let cases = [(bytes(STORED_BYTES), 7), (bytes(CHAIN_REMOVED_CLEARED_INT), 300), (two_fields, 0)];
+        let mut out = Vec::new();
+        for (payload, rank) in cases {
+            with_rank(&payload, rank, &mut out).unwrap();
+            let (was, now) = (decode_batch(&payload).unwrap(), decode_batch(&out).unwrap());
+            assert_eq!((now.ts, &now.events, now.data_parallel_rank), (was.ts, &was.events, Some(rank)));
+            // Everything before the rank field is the engine's, byte for byte.
+            let kept = if payload[0] == 0x93 { payload.len() - 1 } else { payload.len() };
+            assert_eq!(out[1..kept], payload[1..kept]);
+        }
+        for bad in [&bytes(STORED_BYTES)[..40], &[0x91, 0x01][..], &[0x93, 0x01, 0x90, 0xc0, 0xc0][..]] {
+            assert!(with_rank(bad, 1, &mut out).is_err(), "{bad:02x?}");
+        }
+        encode_cleared(1700000000.25, 3, &mut out);
+        let b = decode_batch(&out).unwrap();
+        assert_eq!((b.ts, b.events, b.data_parallel_rank), (1700000000.25, vec![KvEvent::AllCleared], Some(3)));
+        // The tail of the real publisher's batch above: `{"type": "AllBlocksCleared"}`, then the rank.
+        let engines = CHAIN_REMOVED_CLEARED_INT.strip_suffix("c0").unwrap();
+        assert!(engines.ends_with(&hex(&out[out.len() - 24..out.len() - 1])));
+    }
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
     }
 
     #[test]
