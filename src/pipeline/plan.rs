@@ -39,8 +39,10 @@ pub fn plan(ctx: &Rc<ShardCtx>, req: GenerateRequest) -> Result<Generation, Refu
     let mut params = params::validate(sampling, &model)?;
     if let Some(forced) = &parse.forced {
         // vLLM keeps only the tool constraint when a call is forced.
-        params.sampling.constraint =
-            Some(super::constraint::tool_schema(forced, &parse.tools, parse.parallel_tool_calls)?);
+        params.sampling.constraint = Some(match parse.harmony {
+            Some(_) => super::constraint::harmony_tool_tag(forced, &parse.tools)?,
+            None => super::constraint::tool_schema(forced, &parse.tools, parse.parallel_tool_calls)?,
+        });
     } else if parse.tool_parser.is_some() || parse.reasoning_parser == Some("inkling") {
         // The parser needs to see its trigger tokens (under a JSON constraint there are none).
         params.output.skip_special_tokens = false;
