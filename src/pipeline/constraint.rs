@@ -39,17 +39,6 @@ pub fn tool_schema(forced: &ForcedTool, tools: &[ToolSpec], parallel_tool_calls:
     Ok(schema)
 }
 
-/// The structural tag that forces a Harmony (gpt-oss) model's call (`harmony_tag`), its tools'
-/// parameter schemas checked like any other schema (xgrammar reads them only inside the tag).
-pub fn harmony_tool_tag(forced: &ForcedTool, tools: &[ToolSpec]) -> Result<Constraint, Invalid> {
-    for params in tools.iter().filter_map(|t| t.parameters.as_ref()) {
-        check(&Constraint::JsonSchema(params.to_string()))?;
-    }
-    let tag = Constraint::StructuralTag(super::harmony_tag::tool_tag(forced, tools)?);
-    check(&tag)?;
-    Ok(tag)
-}
-
 fn tool_schema_text(forced: &ForcedTool, tools: &[ToolSpec], parallel_tool_calls: bool) -> Result<String, Invalid> {
     let params_of = |t: &ToolSpec| match &t.parameters {
         Some(p) if p.as_object().is_some_and(|o| !o.is_empty()) => p.clone(),

@@ -22,15 +22,27 @@
 
 use serde_json::{json, Value};
 
-use super::constraint::ForcedTool;
+use super::constraint::{check, ForcedTool};
 use super::invalid::{Field, Invalid, Problem};
+use crate::engine::Constraint;
 use shardgate_parsers::tool::ToolSpec;
 
 const CHANNELS: [&str; 3] = ["commentary", "analysis", "final"];
 const CONSTRAINS: [&str; 2] = [" json", " <|constrain|>json"];
 
+/// The constraint that forces the call, its tools' parameter schemas checked like any other
+/// schema (xgrammar reads them only inside the tag).
+pub fn tool_constraint(forced: &ForcedTool, tools: &[ToolSpec]) -> Result<Constraint, Invalid> {
+    for params in tools.iter().filter_map(|t| t.parameters.as_ref()) {
+        check(&Constraint::JsonSchema(params.to_string()))?;
+    }
+    let tag = Constraint::StructuralTag(tool_tag(forced, tools)?);
+    check(&tag)?;
+    Ok(tag)
+}
+
 /// The structural tag (JSON text) that forces the call.
-pub fn tool_tag(forced: &ForcedTool, tools: &[ToolSpec]) -> Result<String, Invalid> {
+fn tool_tag(forced: &ForcedTool, tools: &[ToolSpec]) -> Result<String, Invalid> {
     let callable: Vec<&ToolSpec> = match forced {
         ForcedTool::Required => tools.iter().collect(),
         ForcedTool::Named(name) => {
@@ -99,12 +111,20 @@ mod tests {
         }
     }
 
+    /// What the engine could not take is refused before it leaves.
     #[test]
-    fn an_unknown_named_tool_is_refused() {
-        let tools = [ToolSpec { name: "ping".into(), parameters: None }];
-        assert_eq!(
-            tool_tag(&ForcedTool::Named("nope".into()), &tools).unwrap_err(),
-            Invalid::new(Field::ToolChoice, Problem::UnknownTool("nope".into()))
-        );
+    fn unknown_tools_and_broken_schemas_are_refused() {
+        let ping = ToolSpec { name: "ping".into(), parameters: None };
+        let broken = ToolSpec {
+            name: "t".into(),
+            parameters: Some(json!({"type": "object", "properties": {"a": {"type": "nope"}}})),
+        };
+        let unknown = tool_constraint(&ForcedTool::Named("nope".into()), std::slice::from_ref(&ping)).unwrap_err();
+        assert_eq!(unknown, Invalid::new(Field::ToolChoice, Problem::UnknownTool("nope".into())));
+        for forced in [ForcedTool::Named("t".into()), ForcedTool::Required] {
+            let e = tool_constraint(&forced, &[ping.clone(), broken.clone()]).unwrap_err();
+            assert_eq!(e.field, Field::Constraint, "{forced:?}");
+        }
+        assert!(matches!(tool_constraint(&ForcedTool::Required, &[ping]), Ok(Constraint::StructuralTag(_))));
     }
 }

@@ -40,7 +40,7 @@ pub fn plan(ctx: &Rc<ShardCtx>, req: GenerateRequest) -> Result<Generation, Refu
     if let Some(forced) = &parse.forced {
         // vLLM keeps only the tool constraint when a call is forced.
         params.sampling.constraint = Some(match parse.harmony {
-            Some(_) => super::constraint::harmony_tool_tag(forced, &parse.tools)?,
+            Some(_) => super::harmony_tag::tool_constraint(forced, &parse.tools)?,
             None => super::constraint::tool_schema(forced, &parse.tools, parse.parallel_tool_calls)?,
         });
     } else if parse.tool_parser.is_some() || parse.reasoning_parser == Some("inkling") {
