@@ -55,6 +55,7 @@ if [ -x "$REAL_VLLM_PYTHON" ]; then
   .venv/bin/pip install -q -r tools/goldens/requirements.txt
   limited 600 "$REAL_VLLM_PYTHON" tools/goldens/harmony.py --check --official-python .venv/bin/python
   limited 600 "$REAL_VLLM_PYTHON" tools/goldens/harmony_tags.py --check
+  limited 600 "$REAL_VLLM_PYTHON" tools/goldens/kimi_tokenizer.py --check
 else
   echo "skipped: no $REAL_VLLM_PYTHON (tools/real-vllm/setup.sh); cargo test checked the committed goldens"
 fi
