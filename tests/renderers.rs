@@ -251,10 +251,11 @@ fn gpt_oss_refuses_what_harmony_cannot_take() {
 /// A forced call on gpt-oss: the engine gets vLLM's Harmony structural tag (analysis and a
 /// preamble free, then the forced call's header and its arguments under the tool's schema),
 /// not a bare JSON schema, and the call comes back through the Harmony parser on every API.
+/// A requested output format is held to the final message the same way.
 #[test]
-fn gpt_oss_forced_tool_calls_constrain_only_the_call() {
+fn gpt_oss_constraints_keep_the_channels() {
     let g = gpt_oss();
-    let tags = golden("harmony_tool_tags");
+    let tags = golden("harmony_tags");
     let tag_of = |name: &str| {
         let case = tags["cases"].as_array().unwrap().iter().find(|c| c["name"] == name).expect("golden case");
         case["tag"].clone()
@@ -352,5 +353,32 @@ fn gpt_oss_forced_tool_calls_constrain_only_the_call() {
         };
         let arguments = if path == "/v1/messages" { "{\"city\":\"Paris\"}" } else { "{\"city\": \"Paris\"}" };
         assert_eq!(call, (json!("get_weather"), json!(arguments), json!("tool_calls")), "{path} {golden_case}");
+    }
+
+    let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]});
+    let formats = [
+        (
+            json!({"response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}}}),
+            "output/json_schema",
+        ),
+        (json!({"response_format": {"type": "json_object"}}), "output/json_object"),
+        (json!({"structured_outputs": {"regex": "(yes|no) [0-9]{1,3}"}}), "output/regex"),
+    ];
+    for (extra, golden_case) in formats {
+        let mut body =
+            json!({"model": "test-model", "max_tokens": 64, "messages": [{"role": "user", "content": "Hi!"}]});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let b = g.post_json("/v1/chat/completions", &body).json();
+        let sent = g.adds().pop().expect("an ADD")["structured_outputs"].clone();
+        let tag: Value = serde_json::from_str(sent["structural_tag"].as_str().expect("a tag")).expect("tag JSON");
+        assert_eq!(tag, tag_of(golden_case), "{golden_case}");
+        assert!(sent.get("json").is_none() && sent.get("regex").is_none(), "{golden_case}: {sent}");
+        let message = &b["choices"][0]["message"];
+        assert_eq!(
+            (&message["reasoning_content"], &message["content"]),
+            (&json!("The user greets me."), &json!("Hello, wörld 🎉"))
+        );
     }
 }

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Golden structural tags of a forced tool call on gpt-oss (Harmony).
+"""Golden structural tags of gpt-oss (Harmony): forced tool calls and output formats.
 
     ~/.cache/real-vllm/venv/bin/python tools/goldens/harmony_tags.py [--check]
 
-`harmony_tool_tags.json`: for each set of tools and each forced `tool_choice` (`required`, and
+`harmony_tags.json`: for each set of tools and each forced `tool_choice` (`required`, and
 every tool by name), the xgrammar structural tag vLLM sends its engine for a gpt-oss request
 (`vllm/parser/harmony.py`'s `get_harmony_structural_tag` through
 `get_model_structural_tag`), at `--tool-strict-level parameter`: every tool's arguments are held
-to its schema, as shardgate holds them (`src/pipeline/harmony_tag.rs`)."""
+to its schema, as shardgate holds them (`src/pipeline/harmony_tag.rs`); and for each requested
+output format (`structured_outputs` as shardgate sends it: a JSON schema, any object, a regex,
+an EBNF grammar, a structural tag in both forms), the tag that holds it to the final message
+(`vllm/parser/harmony.py`'s `_adjust_output_format`)."""
 import json, sys
 
 from reference import vllm_version, write_or_check
@@ -60,10 +63,35 @@ def tags():
     return cases
 
 
+OUTPUT_FORMATS = [
+    ("json_schema", {"json": {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}}),
+    ("json_object", {"json_object": True}),
+    ("regex", {"regex": "(yes|no) [0-9]{1,3}"}),
+    ("grammar", {"grammar": 'root ::= "red" | "green" | "blé"'}),
+    ("structural_tag", {"structural_tag": json.dumps(
+        {"type": "structural_tag", "format": {"type": "const_string", "value": "done"}})}),
+    ("structural_tag_structures", {"structural_tag": json.dumps(
+        {"structures": [{"begin": "<answer>", "schema": {"type": "object"}, "end": "</answer>"}],
+         "triggers": ["<answer>"]})}),
+]
+
+
+def output_tags():
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.parser.harmony import _adjust_output_format
+    cases = []
+    for name, structured in OUTPUT_FORMATS:
+        request = ChatCompletionRequest(model="gpt-oss", messages=[{"role": "user", "content": "hi"}],
+                                        structured_outputs=structured)
+        tag = json.loads(_adjust_output_format(request).structured_outputs.structural_tag)
+        cases.append({"name": f"output/{name}", "structured_outputs": structured, "tag": tag})
+    return cases
+
+
 def main():
     check = "--check" in sys.argv[1:]
-    reference = f"vllm {vllm_version()} vllm/parser/harmony.py get_harmony_structural_tag (strict level parameter)"
-    ok = write_or_check("harmony_tool_tags", {"constraint": "harmony", "reference": reference, "cases": tags()}, check)
+    reference = f"vllm {vllm_version()} vllm/parser/harmony.py get_harmony_structural_tag (strict level parameter), _adjust_output_format"
+    ok = write_or_check("harmony_tags", {"constraint": "harmony", "reference": reference, "cases": tags() + output_tags()}, check)
     sys.exit(0 if ok else 1)
 
 
