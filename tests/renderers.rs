@@ -3,8 +3,8 @@
 //! golden token ids (`/v1/tokenize` renders exactly as chat does), and a generation's
 //! reasoning comes back split where the renderer switched thinking on. gpt-oss: a Harmony
 //! prompt, Harmony's stop tokens on the wire, and its channels as reasoning, content and tool
-//! calls on chat (whole and streamed), Responses and Messages; what Harmony cannot take is a
-//! 400.
+//! calls on chat (whole and streamed), Responses and Messages; a forced call constrained by
+//! vLLM's Harmony structural tag; what Harmony cannot take is a 400.
 
 mod common;
 
@@ -236,10 +236,7 @@ fn gpt_oss_speaks_harmony_on_every_api() {
 #[test]
 fn gpt_oss_refuses_what_harmony_cannot_take() {
     let g = gpt_oss();
-    let cases = [
-        (json!({"reasoning_effort": "none"}), "Harmony reasoning_effort must be low, medium or high"),
-        (json!({"tools": weather_tool(), "tool_choice": "required"}), "is not supported for Harmony (gpt-oss) models"),
-    ];
+    let cases = [(json!({"reasoning_effort": "none"}), "Harmony reasoning_effort must be low, medium or high")];
     for (extra, message) in cases {
         let mut body = json!({"model": "test-model", "messages": [{"role": "user", "content": "Hi!"}]});
         for (k, v) in extra.as_object().unwrap() {
@@ -248,5 +245,140 @@ fn gpt_oss_refuses_what_harmony_cannot_take() {
         let r = g.post_json("/v1/chat/completions", &body);
         assert_eq!(r.status, 400, "{extra}: {}", r.text());
         assert!(r.json()["error"]["message"].as_str().unwrap_or("").contains(message), "{}", r.text());
+    }
+}
+
+/// A forced call on gpt-oss: the engine gets vLLM's Harmony structural tag (analysis and a
+/// preamble free, then the forced call's header and its arguments under the tool's schema),
+/// not a bare JSON schema, and the call comes back through the Harmony parser on every API.
+/// A requested output format is held to the final message the same way.
+#[test]
+fn gpt_oss_constraints_keep_the_channels() {
+    let g = gpt_oss();
+    let tags = golden("harmony_tags");
+    let tag_of = |name: &str| {
+        let case = tags["cases"].as_array().unwrap().iter().find(|c| c["name"] == name).expect("golden case");
+        case["tag"].clone()
+    };
+    let named = json!({"type": "function", "function": {"name": "get_weather"}});
+    let ask = json!([{"role": "user", "content": "What's the weather in Paris?"}]);
+    let weather_params = weather_tool()[0]["function"]["parameters"].clone();
+    let cases = [
+        (
+            "/v1/chat/completions",
+            json!({"messages": ask, "tools": weather_tool(), "tool_choice": "required"}),
+            "weather/required",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": ask, "tools": weather_tool(), "tool_choice": named}),
+            "weather/get_weather",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": ask, "tools": weather_tool(), "tool_choice": named, "stream": true}),
+            "weather/get_weather",
+        ),
+        (
+            "/v1/responses",
+            json!({"input": "What's the weather in Paris?", "tool_choice": "required", "tools": [
+            {"type": "function", "name": "get_weather", "description": "Weather for a city", "parameters": weather_params}]}),
+            "weather/required",
+        ),
+        (
+            "/v1/messages",
+            json!({"messages": ask, "tool_choice": {"type": "tool", "name": "get_weather"}, "tools": [
+            {"name": "get_weather", "description": "Weather for a city", "input_schema": weather_params}]}),
+            "weather/get_weather",
+        ),
+    ];
+    for (path, extra, golden_case) in cases {
+        let bound = if path == "/v1/responses" { "max_output_tokens" } else { "max_tokens" };
+        let mut body = json!({"model": "test-model", bound: 64});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let r = g.post_json(path, &body);
+        assert_eq!(r.status, 200, "{path} {golden_case}: {}", r.text());
+        let add = g.adds().pop().expect("an ADD");
+        let sent: Value = serde_json::from_str(add["structured_outputs"]["structural_tag"].as_str().expect("a tag"))
+            .expect("tag JSON");
+        assert_eq!(sent, tag_of(golden_case), "{path} {golden_case}");
+        assert!(add["structured_outputs"].get("json").is_none(), "the call is not a bare JSON schema: {add}");
+        let call = match (path, body["stream"].as_bool()) {
+            ("/v1/chat/completions", Some(true)) => {
+                let chunks = r.sse_json();
+                let arguments: String = chunks
+                    .iter()
+                    .filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str())
+                    .collect();
+                let finish = chunks.iter().find_map(|c| c["choices"][0]["finish_reason"].as_str()).map(str::to_string);
+                (json!("get_weather"), json!(arguments), json!(finish))
+            }
+            ("/v1/chat/completions", _) => {
+                let b = r.json();
+                let c = &b["choices"][0];
+                (
+                    c["message"]["tool_calls"][0]["function"]["name"].clone(),
+                    c["message"]["tool_calls"][0]["function"]["arguments"].clone(),
+                    c["finish_reason"].clone(),
+                )
+            }
+            ("/v1/responses", _) => {
+                let b = r.json();
+                let item = b["output"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|i| i["type"] == "function_call")
+                    .cloned()
+                    .unwrap_or_default();
+                (item["name"].clone(), item["arguments"].clone(), json!("tool_calls"))
+            }
+            _ => {
+                let b = r.json();
+                let block = b["content"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|i| i["type"] == "tool_use")
+                    .cloned()
+                    .unwrap_or_default();
+                (
+                    block["name"].clone(),
+                    json!(block["input"].to_string()),
+                    json!(if b["stop_reason"] == "tool_use" { "tool_calls" } else { "other" }),
+                )
+            }
+        };
+        let arguments = if path == "/v1/messages" { "{\"city\":\"Paris\"}" } else { "{\"city\": \"Paris\"}" };
+        assert_eq!(call, (json!("get_weather"), json!(arguments), json!("tool_calls")), "{path} {golden_case}");
+    }
+
+    let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]});
+    let formats = [
+        (
+            json!({"response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}}}),
+            "output/json_schema",
+        ),
+        (json!({"response_format": {"type": "json_object"}}), "output/json_object"),
+        (json!({"structured_outputs": {"regex": "(yes|no) [0-9]{1,3}"}}), "output/regex"),
+    ];
+    for (extra, golden_case) in formats {
+        let mut body =
+            json!({"model": "test-model", "max_tokens": 64, "messages": [{"role": "user", "content": "Hi!"}]});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let b = g.post_json("/v1/chat/completions", &body).json();
+        let sent = g.adds().pop().expect("an ADD")["structured_outputs"].clone();
+        let tag: Value = serde_json::from_str(sent["structural_tag"].as_str().expect("a tag")).expect("tag JSON");
+        assert_eq!(tag, tag_of(golden_case), "{golden_case}");
+        assert!(sent.get("json").is_none() && sent.get("regex").is_none(), "{golden_case}: {sent}");
+        let message = &b["choices"][0]["message"];
+        assert_eq!(
+            (&message["reasoning_content"], &message["content"]),
+            (&json!("The user greets me."), &json!("Hello, wörld 🎉"))
+        );
     }
 }

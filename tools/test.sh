@@ -54,6 +54,8 @@ if [ -x "$REAL_VLLM_PYTHON" ]; then
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q -r tools/goldens/requirements.txt
   limited 600 "$REAL_VLLM_PYTHON" tools/goldens/harmony.py --check --official-python .venv/bin/python
+  limited 600 "$REAL_VLLM_PYTHON" tools/goldens/harmony_tags.py --check
+  limited 600 "$REAL_VLLM_PYTHON" tools/goldens/kimi_tokenizer.py --check
 else
   echo "skipped: no $REAL_VLLM_PYTHON (tools/real-vllm/setup.sh); cargo test checked the committed goldens"
 fi

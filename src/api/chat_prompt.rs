@@ -70,7 +70,8 @@ impl ChatPrompt {
     /// The parse stage: the model's reasoning parser (unless `separate_reasoning` is off), and
     /// its tool-call parser when tools may be called; a forced call is read as constrained
     /// JSON, several calls when `parallel_tool_calls`. A Harmony model's output is read by
-    /// channel instead; a forced call, which would make it write bare JSON, is refused there.
+    /// channel instead, a forced call included (its constraint keeps the channels:
+    /// `pipeline::harmony_tag`).
     pub fn parse_spec(
         &self,
         ctx: &ShardCtx,
@@ -78,18 +79,18 @@ impl ChatPrompt {
         separate_reasoning: bool,
         parallel_tool_calls: bool,
     ) -> Result<ParseSpec, ApiError> {
+        let forced = match &self.tool_choice {
+            ToolChoice::Required => Some(ForcedTool::Required),
+            ToolChoice::Named(name) => Some(ForcedTool::Named(name.clone())),
+            ToolChoice::None | ToolChoice::Auto => None,
+        };
         if let Some(encoding) = &model.harmony {
-            if matches!(self.tool_choice, ToolChoice::Required | ToolChoice::Named(_)) {
-                return Err(ApiError::invalid_param(
-                    "tool_choice",
-                    "a forced tool call (tool_choice 'required' or a named function) is not supported for \
-                     Harmony (gpt-oss) models; use 'auto'",
-                ));
-            }
             return Ok(ParseSpec {
                 separate_reasoning,
                 model_name: model.served_name.clone(),
                 prior_tool_calls: prior_tool_calls(&self.conversation),
+                tools: self.tools.clone(),
+                forced,
                 harmony: Some(encoding.clone()),
                 ..Default::default()
             });
@@ -98,11 +99,6 @@ impl ChatPrompt {
         let parsers = ctx.shared.parsers();
         let tool_parser =
             if self.tool_choice == ToolChoice::None || self.tools.is_empty() { None } else { parsers.tool };
-        let forced = match &self.tool_choice {
-            ToolChoice::Required => Some(ForcedTool::Required),
-            ToolChoice::Named(name) => Some(ForcedTool::Named(name.clone())),
-            ToolChoice::None | ToolChoice::Auto => None,
-        };
         Ok(ParseSpec {
             reasoning_parser: parsers.reasoning,
             tool_parser,

@@ -16,6 +16,7 @@ pub mod constraint;
 pub mod constraint_check;
 pub mod events;
 pub mod generate;
+pub mod harmony_tag;
 pub mod invalid;
 pub mod params;
 pub mod parse;

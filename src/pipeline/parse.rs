@@ -29,7 +29,7 @@ pub struct ParseSpec {
     pub model_name: String,
     pub prior_tool_calls: usize,
     /// The request forced a call: the output is constrained JSON, read instead of the model's
-    /// own call syntax.
+    /// own call syntax (Harmony's is constrained only around the call, and read by channel).
     pub forced: Option<ForcedTool>,
     /// A forced call may be several calls (read only with `forced`).
     pub parallel_tool_calls: bool,

@@ -1,7 +1,7 @@
 //! From an adapter's neutral request to a generation ready to submit: the values validated
-//! (`params`), the constraint of a forced tool call built, a worker chosen for the prompt, and
-//! the prompts and output bound checked against its context window. Nothing reaches an engine
-//! before all of it passed.
+//! (`params`), the constraint of a forced tool call built (a Harmony model's output format held
+//! to its final message), a worker chosen for the prompt, and the prompts and output bound
+//! checked against its context window. Nothing reaches an engine before all of it passed.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -39,8 +39,13 @@ pub fn plan(ctx: &Rc<ShardCtx>, req: GenerateRequest) -> Result<Generation, Refu
     let mut params = params::validate(sampling, &model)?;
     if let Some(forced) = &parse.forced {
         // vLLM keeps only the tool constraint when a call is forced.
-        params.sampling.constraint =
-            Some(super::constraint::tool_schema(forced, &parse.tools, parse.parallel_tool_calls)?);
+        params.sampling.constraint = Some(match parse.harmony {
+            Some(_) => super::harmony_tag::tool_constraint(forced, &parse.tools)?,
+            None => super::constraint::tool_schema(forced, &parse.tools, parse.parallel_tool_calls)?,
+        });
+    } else if let (Some(_), Some(requested)) = (&parse.harmony, &params.sampling.constraint) {
+        // Harmony's channels stay free; only the final message takes the format.
+        params.sampling.constraint = Some(super::harmony_tag::output_constraint(requested)?);
     } else if parse.tool_parser.is_some() || parse.reasoning_parser == Some("inkling") {
         // The parser needs to see its trigger tokens (under a JSON constraint there are none).
         params.output.skip_special_tokens = false;

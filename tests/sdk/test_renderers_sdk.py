@@ -3,7 +3,8 @@
 Harmony output (the golden outputs of `crates/text/tests/goldens/harmony_output.json`) and with
 DeepSeek-V4.1's (reasoning, then a DSML call from the parsers' golden vectors), behind the
 gateway; the `openai` SDK (chat, its stream helper, Responses and its stream helper) and the
-`anthropic` SDK read the reasoning, the answer and the tool calls back.
+`anthropic` SDK read the reasoning, the answer and the tool calls back, forced gpt-oss calls
+included.
 
     python tests/sdk/test_renderers_sdk.py TARGET_DIR"""
 import json, os, sys, tempfile
@@ -56,6 +57,17 @@ def check_gpt_oss(target, work):
         assert [i.type for i in done.output] == ["reasoning", "message"], done.output
         assert done.output_text == answer["content"], done.output_text
 
+        # A forced call: constrained only around the call (the engine gets a structural tag),
+        # read back like any other.
+        forced = dict(args, tool_choice={"type": "function", "function": {"name": "get_weather"}})
+        choice = client.chat.completions.create(**forced).choices[0]
+        calls = [(c.function.name, c.function.arguments) for c in choice.message.tool_calls or []]
+        assert calls == [(c["name"], c["arguments"]) for c in call["calls"]], calls
+        assert choice.finish_reason == "tool_calls", choice
+        r = client.responses.create(model=stack.served, input="What's the weather in Paris?", tools=tools,
+                                    tool_choice="required")
+        assert [i.type for i in r.output] == ["reasoning", "function_call"], r.output
+
         claude = anthropic.Anthropic(base_url=stack.root_url, api_key="x", max_retries=0)
         msg = claude.messages.create(model=stack.served, max_tokens=256, messages=hi)
         assert [(b.type, getattr(b, "thinking", None) or getattr(b, "text", None)) for b in msg.content] == [
@@ -65,6 +77,10 @@ def check_gpt_oss(target, work):
         uses = [(b.name, b.input) for b in msg.content if b.type == "tool_use"]
         assert uses == [("get_weather", json.loads(call["calls"][0]["arguments"]))], msg.content
         assert msg.stop_reason == "tool_use", msg.stop_reason
+        msg = claude.messages.create(model=stack.served, max_tokens=256, messages=weather,
+                                     tool_choice={"type": "tool", "name": "get_weather"},
+                                     tools=[{"name": "get_weather", "input_schema": WEATHER["function"]["parameters"]}])
+        assert [b.type for b in msg.content] == ["thinking", "tool_use"], msg.content
 
 
 def check_deepseek_v41(target, work):

@@ -1,7 +1,8 @@
 //! A model's assets as the gateway needs them: tokenizer, chat template, EOS ids, vocabulary
 //! size and generation-config defaults, read from a local model directory.
 //!
-//! Sources, in vLLM's order: `tokenizer.json` from `--tokenizer-path` or the model directory;
+//! Sources, in vLLM's order: `tokenizer.json` from `--tokenizer-path` or the model directory
+//! (else its `tiktoken.model`, as Kimi checkpoints ship it);
 //! the chat template from `--chat-template`, then `chat_template.json` / `chat_template.jinja`
 //! in the model directory, then `tokenizer_config.json`; EOS from the tokenizer's `eos_token`
 //! plus `generation_config.json` (or `config.json` when that file is missing). `config.json`
@@ -83,8 +84,14 @@ impl ModelAssets {
         } else {
             (tok_dir_or_file.join("tokenizer.json"), tok_dir_or_file.clone())
         };
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_file)?;
         let tokenizer_config = read_json(&tok_dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
+        // Kimi checkpoints ship a tiktoken vocabulary instead of `tokenizer.json`.
+        let tiktoken_file = tok_dir.join("tiktoken.model");
+        let mut tokenizer = if !tokenizer_file.is_file() && tiktoken_file.is_file() {
+            Tokenizer::from_tiktoken_file(&tiktoken_file, &tokenizer_config)?
+        } else {
+            Tokenizer::from_file(&tokenizer_file)?
+        };
         tokenizer.set_clean_up_tokenization_spaces(
             tokenizer_config.get("clean_up_tokenization_spaces").and_then(Value::as_bool).unwrap_or(false),
         );

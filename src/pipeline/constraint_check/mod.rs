@@ -11,6 +11,7 @@ mod regex;
 mod schema;
 mod tag;
 
+pub use lark::is_lark;
 use serde_json::Value;
 
 use crate::engine::Constraint;

@@ -1,9 +1,11 @@
-//! The model's tokenizer (`tokenizer.json`, via the `tokenizers` crate) and the special-token
-//! facts the rest of the gateway needs.
+//! The model's tokenizer (`tokenizer.json`, via the `tokenizers` crate, or a tiktoken
+//! vocabulary file turned into one: `tiktoken_file`) and the special-token facts the rest of
+//! the gateway needs.
 
 pub mod cache;
 mod fast_bpe;
 mod lru;
+pub mod tiktoken_file;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -34,6 +36,18 @@ impl Tokenizer {
     pub fn from_file(path: &Path) -> Result<Self, TokenizerError> {
         let inner = tokenizers::Tokenizer::from_file(path)
             .map_err(|e| TokenizerError::LoadFile { path: path.to_path_buf(), reason: e.to_string() })?;
+        Ok(Self::from_inner(inner))
+    }
+
+    /// A tiktoken vocabulary file (`tiktoken.model`) with Kimi's pattern and special tokens,
+    /// those `tokenizer_config.json` names among them (`tiktoken_file`).
+    pub fn from_tiktoken_file(path: &Path, tokenizer_config: &serde_json::Value) -> Result<Self, TokenizerError> {
+        let load_error = |reason: String| TokenizerError::LoadFile { path: path.to_path_buf(), reason };
+        let text = std::fs::read_to_string(path).map_err(|e| load_error(e.to_string()))?;
+        let named = tiktoken_file::named_special_tokens(tokenizer_config);
+        let json = tiktoken_file::tokenizer_json(&text, tiktoken_file::KIMI_PATTERN, &named).map_err(load_error)?;
+        drop(text);
+        let inner = tokenizers::Tokenizer::from_bytes(&json).map_err(|e| load_error(e.to_string()))?;
         Ok(Self::from_inner(inner))
     }
 

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 /// GPT-2's byte ↔ printable-char map used by byte-level BPE vocabularies.
-pub(super) fn byte_to_char_table() -> [char; 256] {
+pub(in crate::tokenizer) fn byte_to_char_table() -> [char; 256] {
     let mut table = ['\0'; 256];
     let mut next = 256u32;
     for (b, slot) in table.iter_mut().enumerate() {
