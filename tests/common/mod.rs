@@ -310,7 +310,10 @@ impl Gateway {
         let socket_dir = dir.clone();
         let mut g =
             Gateway { port, metrics_port, dir, socket_dir, worker_url, record, sim: None, gateway, sim_args, watchdog };
-        g.start_sim();
+        // A gRPC worker is a server the test started; there is no engine to simulate.
+        if !g.worker_url.starts_with("grpc://") {
+            g.start_sim();
+        }
         if opts.wait_ready {
             g.wait_ready(Duration::from_secs(30));
         }

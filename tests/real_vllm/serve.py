@@ -5,12 +5,17 @@ fails that stream cleanly, restarts the engine and answers again; SIGTERM then s
 
 Opt-in (needs tools/real-vllm/setup.sh): run with any python3 (stdlib only):
 
-    python3 tests/real_vllm/serve.py [--gateway target/release/shardgate]
+    python3 tests/real_vllm/serve.py [--gateway target/release/shardgate] [--connection-mode zmq|grpc|http]
+
+`--connection-mode grpc` runs `vllm serve --grpc` (SMG's servicer, from tools/grpc-workers/
+setup.sh's overlay venv), `http` plain `vllm serve`; the checks are the same, but a relayed
+(HTTP) stream on a killed engine is cut off rather than ended with an error event.
 
 Prints the time from the kill to the worker being ready again and to the first answer after
 it. Exit status 0 = every check held; logs in /tmp/sg-serve-<pid>."""
 import argparse, json, os, signal, socket, subprocess, threading, time, urllib.request
-from http.client import HTTPConnection
+
+from http.client import HTTPConnection, HTTPException
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HOME = os.environ.get("REAL_VLLM_HOME", os.path.expanduser("~/.cache/real-vllm"))
@@ -77,19 +82,24 @@ def stream_until_the_end(port, started, events):
     conn = HTTPConnection("127.0.0.1", port, timeout=300)
     body = dict(CHAT, stream=True, max_tokens=900, ignore_eos=True)
     conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
-    for line in conn.getresponse():
-        line = line.decode().strip()
-        if line.startswith("data: "):
-            events.append(line[6:])
-            started.set()
-        if line == "data: [DONE]":
-            return
+    try:
+        for line in conn.getresponse():
+            line = line.decode().strip()
+            if line.startswith("data: "):
+                events.append(line[6:])
+                started.set()
+            if line == "data: [DONE]":
+                return
+    except (OSError, ValueError, HTTPException):
+        return  # cut off: the caller looks at what arrived
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gateway", default=os.path.join(ROOT, "target", "release", "shardgate"))
+    ap.add_argument("--connection-mode", default="zmq", choices=["zmq", "grpc", "http"])
     args = ap.parse_args()
+    venv = "grpc-venv" if args.connection_mode == "grpc" else "venv"
     work = f"/tmp/sg-serve-{os.getpid()}"
     sockets = f"{work}/zmq"
     os.makedirs(work, exist_ok=True)
@@ -97,8 +107,9 @@ def main():
     base = f"http://127.0.0.1:{port}"
     env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", VLLM_CPU_KVCACHE_SPACE="1", SHARDGATE_ZMQ_SOCKET_DIR=sockets)
     env.pop("VIRTUAL_ENV", None)
-    cmd = [args.gateway, "serve", "--backend", "vllm", "--model", MODEL, "--engine-python",
-           os.path.join(HOME, "venv", "bin", "python"), "--served-model-name", NAME, "--host", "127.0.0.1",
+    cmd = [args.gateway, "serve", "--backend", "vllm", "--connection-mode", args.connection_mode, "--model", MODEL,
+           "--engine-python", os.path.join(HOME, venv, "bin", "python"), "--served-model-name", NAME,
+           "--worker-base-port", str(free_port()), "--host", "127.0.0.1",
            "--port", str(port), "--metrics-port", str(free_port()), "--history-backend", "memory",
            "--engine-shutdown-timeout-secs", "20",
            *ENGINE_FLAGS]
@@ -123,9 +134,15 @@ def main():
         os.killpg(first["pid"], signal.SIGKILL)
         killed = time.time()
         reader.join(60)
-        if reader.is_alive() or events[-1:] != ["[DONE]"] or '"error"' not in events[-2]:
-            raise SystemExit(f"FAIL: the stream on the killed engine did not end with an error: {events[-2:]}")
-        print(f"stream in flight: {len(events) - 2} chunks, then {events[-2]}")
+        if args.connection_mode == "http":
+            # A relay does not read what it passes on: the client sees the stream cut off.
+            if reader.is_alive() or events[-1:] == ["[DONE]"]:
+                raise SystemExit(f"FAIL: the relayed stream on the killed engine was not cut off: {events[-2:]}")
+            print(f"stream in flight: {len(events)} chunks, then cut off")
+        else:
+            if reader.is_alive() or events[-1:] != ["[DONE]"] or '"error"' not in events[-2]:
+                raise SystemExit(f"FAIL: the stream on the killed engine did not end with an error: {events[-2:]}")
+            print(f"stream in flight: {len(events) - 2} chunks, then {events[-2]}")
 
         def back():
             w = worker(base)

@@ -212,7 +212,11 @@ fn stream_failed(book: &RequestBook, t: &GrpcTransport, id: &str, rank: usize, e
     }
     let Some(live) = book.retire(id) else { return };
     tracing::warn!("worker {}: request {id} failed: {e}", book.worker.url());
-    let fault = EngineFault::new(FaultSource::Transport, format!("gRPC worker: {e}"), e.retry_safe());
+    // A gRPC status is the server's answer for this request (it stays healthy): the engine's
+    // fault, a 503 when it may succeed elsewhere (UNAVAILABLE: not admitted), else a 500. A
+    // reset or an unreadable answer is the transport's.
+    let source = if matches!(e, Fault::Status(_)) { FaultSource::Engine } else { FaultSource::Transport };
+    let fault = EngineFault::new(source, format!("gRPC worker: {e}"), e.retry_safe());
     live.slot.push(SlotEvent::Fault(fault.on_rank(rank)), Instant::now());
 }
 
