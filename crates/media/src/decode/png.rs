@@ -1,0 +1,27 @@
+//! PNG through the `png` crate: palette, low bit depths and `tRNS` expanded, 16-bit samples cut
+//! to their high byte (as PIL reads 16-bit RGB).
+
+use std::io::Cursor;
+
+use super::{malformed, DecodeLimits, RgbImage};
+use crate::error::{ImageFormat, MediaError};
+
+const FORMAT: ImageFormat = ImageFormat::Png;
+
+pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, MediaError> {
+    let mut decoder = png::Decoder::new(Cursor::new(bytes));
+    let (width, height) = {
+        let header = decoder.read_header_info().map_err(|e| malformed(FORMAT, e))?;
+        (header.width, header.height)
+    };
+    limits.check_size(FORMAT, width, height)?;
+    decoder.set_limits(png::Limits { bytes: limits.codec_bytes(width, height, 8) });
+    decoder.set_transformations(png::Transformations::normalize_to_color8());
+    let mut reader = decoder.read_info().map_err(|e| malformed(FORMAT, e))?;
+    let size = reader.output_buffer_size().ok_or_else(|| malformed(FORMAT, "its size overflows"))?;
+    let mut samples = vec![0; size];
+    let frame = reader.next_frame(&mut samples).map_err(|e| malformed(FORMAT, e))?;
+    let channels = frame.color_type.samples();
+    samples.truncate(frame.buffer_size());
+    Ok(RgbImage::from_interleaved(width, height, channels, &samples))
+}
