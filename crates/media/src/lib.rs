@@ -12,6 +12,9 @@
 pub mod decode;
 pub mod error;
 pub mod limits;
+pub mod processor;
+pub mod resize;
 
 pub use decode::{decode, sniff, DecodeLimits, RgbImage};
 pub use error::{ConfigError, ImageFormat, MediaError};
+pub use processor::{ImageProcessor, Processed};
