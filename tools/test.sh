@@ -54,6 +54,9 @@ if [ -x "$REAL_VLLM_PYTHON" ]; then
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q -r tools/goldens/requirements.txt
   limited 600 "$REAL_VLLM_PYTHON" tools/goldens/harmony.py --check --official-python .venv/bin/python
+  # Images: PIL's decoding and the Hugging Face image processors against shardgate-media.
+  limited 600 "$REAL_VLLM_PYTHON" tools/goldens/images.py
+  SHARDGATE_MEDIA_GOLDENS_REQUIRED=1 limited 600 cargo test --release -p shardgate-media --test hf_goldens
 else
   echo "skipped: no $REAL_VLLM_PYTHON (tools/real-vllm/setup.sh); cargo test checked the committed goldens"
 fi

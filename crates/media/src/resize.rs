@@ -1,8 +1,11 @@
-//! Resampling exactly as PIL's `Image.resize` does it on 8-bit images (`libImaging/Resample.c`):
-//! a separable convolution, horizontal pass first, each pass rounded and clipped to `u8`; the
-//! filter's support is widened by the scale when downsampling; weights are normalised in
-//! `f64`, then held as integers with 22 fractional bits. The Hugging Face processors resize
-//! through PIL, so matching it to the bit makes their tensors reproducible here.
+//! Resampling exactly as PIL's `Image.resize` does it on 8-bit images (Pillow 13's
+//! `libImaging/Resample.c`): a separable convolution, each pass rounded and clipped to `u8`;
+//! the filter's support is widened by the scale when downsampling; weights are normalised in
+//! `f64`, then held as integers with 22 fractional bits. The horizontal pass runs first unless
+//! the height shrinks by more than twice what the width does (Pillow 13's order; earlier
+//! Pillows always ran it first, and results differ by a level or so where the order changes).
+//! The Hugging Face processors resize through PIL, so matching it to the bit makes their
+//! tensors reproducible here.
 
 use crate::decode::RgbImage;
 
@@ -55,6 +58,7 @@ fn taps(in_size: u32, out_size: u32, filter: Filter) -> Vec<Taps> {
     // PIL computes the scale from a float box, exact for every size the limits allow.
     let scale = in_size as f32 as f64 / out_size as f64;
     let filter_scale = scale.max(1.0);
+    let inverse_scale = 1.0 / filter_scale;
     let support = filter.support() * filter_scale;
     (0..out_size)
         .map(|out| {
@@ -62,7 +66,8 @@ fn taps(in_size: u32, out_size: u32, filter: Filter) -> Vec<Taps> {
             // C's (int) casts truncate towards zero, then clamp.
             let first = ((centre - support + 0.5) as i64).max(0) as usize;
             let end = ((centre + support + 0.5) as i64).min(in_size as i64) as usize;
-            let raw: Vec<f64> = (first..end).map(|x| filter.weight((x as f64 - centre + 0.5) / filter_scale)).collect();
+            let raw: Vec<f64> =
+                (first..end).map(|x| filter.weight((x as f64 - centre + 0.5) * inverse_scale)).collect();
             let total: f64 = raw.iter().sum();
             let weights = raw
                 .iter()
@@ -118,11 +123,16 @@ fn vertical(image: &RgbImage, height: u32, filter: Filter) -> RgbImage {
 
 /// `image.resize((width, height), resample)`, both sizes at least 1.
 pub fn resize(image: &RgbImage, width: u32, height: u32, filter: Filter) -> RgbImage {
-    let wide = if width != image.width { horizontal(image, width, filter) } else { image.clone() };
-    if height != wide.height {
-        vertical(&wide, height, filter)
+    let shrink_y = image.height as i64 - height as i64;
+    let shrink_x = image.width as i64 - width as i64;
+    let vertical_first = shrink_y > 0 && shrink_y > shrink_x * 2;
+    let pass_x = |image: &RgbImage| if width != image.width { horizontal(image, width, filter) } else { image.clone() };
+    let pass_y =
+        |image: &RgbImage| if height != image.height { vertical(image, height, filter) } else { image.clone() };
+    if vertical_first {
+        pass_x(&pass_y(image))
     } else {
-        wide
+        pass_y(&pass_x(image))
     }
 }
 
@@ -160,6 +170,17 @@ mod tests {
             let got: Vec<u8> = out.pixels.chunks_exact(3).map(|p| p[0]).collect();
             assert_eq!(got, expected, "{values:?} -> {to} {filter:?}");
         }
+    }
+
+    #[test]
+    fn the_pass_order_is_pillows() {
+        // A 4x6 image to 5x2: the height shrinks by more than twice the width's change, so the
+        // vertical pass runs first; the other order rounds differently on this pattern.
+        let values: Vec<u8> = (0..24).map(|i| [0, 255, 30, 200, 90, 10, 250][i % 7]).collect();
+        let out = resize(&grey(4, 6, &values), 5, 2, Filter::Bicubic);
+        let got: Vec<u8> = out.pixels.chunks_exact(3).map(|p| p[0]).collect();
+        // Image.frombytes("L", (4, 6), values).resize((5, 2), BICUBIC) in Pillow 13.
+        assert_eq!(got, [96, 105, 132, 138, 108, 112, 131, 135, 114, 86]);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use super::normalize::Normalize;
 use super::Processed;
 use crate::decode::RgbImage;
 use crate::error::MediaError;
+use crate::limits;
 use crate::resize::{resize, Filter};
 
 /// What `size` in the config asks for.
@@ -48,6 +49,14 @@ impl Clip {
         let image = match self.resize {
             Some((size, filter)) => {
                 let (height, width) = Self::resized_size(size, image.height, image.width);
+                // The shortest edge scaled up can make a thin image enormous (4x804 to 336x67536).
+                if width as u64 * height as u64 > limits::image_pixels_max {
+                    let detail = format!(
+                        "resizing it to {width}x{height} passes the pixel limit of {}",
+                        limits::image_pixels_max
+                    );
+                    return Err(MediaError::Unprocessable { width: image.width, height: image.height, detail });
+                }
                 resized = resize(image, width, height, filter);
                 &resized
             }
