@@ -17,7 +17,11 @@ gitignored; nothing here is committed):
 - `manifest.json` listing them.
 
 `cargo test --release -p shardgate-media --test hf_goldens` compares (tools/test.sh runs both
-where the venv is)."""
+where the venv is).
+
+`--torchvision` also prints how far the torchvision-backed processors (what
+`AutoImageProcessor` gives in transformers 5 where torchvision is installed, so what vLLM runs)
+are from the PIL-backed ones the goldens hold."""
 import argparse, io, json, os, sys
 from pathlib import Path
 
@@ -123,10 +127,24 @@ def tokens(kind, out, config, model):
     return int((out["pixel_values"].shape[-2] // patch) * (out["pixel_values"].shape[-1] // patch))
 
 
+def compare_torchvision(name, image, config_name, config, pil_values):
+    from transformers import CLIPImageProcessor, Qwen2VLImageProcessor
+
+    kind = config["image_processor_type"].removesuffix("Fast")
+    kwargs = {k: v for k, v in config.items() if k not in ("image_processor_type", "processor_class")}
+    processor = {"Qwen2VLImageProcessor": Qwen2VLImageProcessor, "CLIPImageProcessor": CLIPImageProcessor}[kind](**kwargs)
+    values = processor(image, return_tensors="pt")["pixel_values"].numpy()
+    values = values[0] if kind == "CLIPImageProcessor" else values
+    error = np.abs(values - pil_values)
+    print(f"torchvision vs PIL {name:32} {config_name:16} max abs {error.max():.4f} mean abs {error.mean():.5f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT / "target/media-goldens"))
-    out_dir = Path(parser.parse_args().out)
+    parser.add_argument("--torchvision", action="store_true")
+    args = parser.parse_args()
+    out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.iterdir():
         old.unlink()
@@ -158,6 +176,8 @@ def main():
             case.update(pixel_values=tensor, shape=list(values.shape), tokens=tokens(kind, out, config, model),
                         grid_thw=[int(v) for v in out["image_grid_thw"][0]] if kind == "qwen" else None)
             manifest["cases"].append(case)
+            if args.torchvision:
+                compare_torchvision(name, image, config_name, config, values)
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"{len(manifest['images'])} images, {len(manifest['cases'])} processor cases -> {out_dir}")
 
