@@ -9,8 +9,9 @@ palette with and without transparency, GIF, lossless and lossy WebP, JPEG) from 
 patterns, encodes them with PIL, then writes to DIR (default `target/media-goldens`,
 gitignored; nothing here is committed):
 
-- each encoded file, and the RGB pixels vLLM's loader makes of it (`Image.open`, transparent
-  images pasted on white, else `convert("RGB")`), raw `u8`;
+- each encoded file, the RGB pixels vLLM's loader makes of it (`Image.open`, transparent
+  images pasted on white, else `convert("RGB")`), raw `u8`, and vLLM's item hash for it
+  (`MultiModalHasher`, blake3);
 - for each lossless image and each config of `crates/media/tests/configs/`, the PIL-backend
   processor's `pixel_values` (raw little-endian `f32`), shape, `image_grid_thw` and the
   placeholder token count;
@@ -93,14 +94,17 @@ def images():
     yield "subsampled-99x77.jpg", encode(rgb(99, 77, 22), "JPEG", quality=75, subsampling=2), False
 
 
-def vllm_rgb(data):
-    """What vLLM's image loader makes of the bytes (vllm/multimodal/media/image.py)."""
-    from vllm.multimodal.image import convert_image_mode
-    from vllm.multimodal.media.image import open_image
+# The model id the item hashes are computed for (any string; vLLM hashes the engine's --model).
+HASH_MODEL_ID = "Qwen/Qwen2-VL-2B-Instruct"
 
-    image = open_image(io.BytesIO(data))
-    image.load()
-    return convert_image_mode(image, "RGB")
+
+def vllm_load(data):
+    """What vLLM's image loader makes of the bytes, and its item hash for them."""
+    from vllm.multimodal.hasher import MultiModalHasher
+    from vllm.multimodal.media.image import ImageMediaIO
+
+    item = ImageMediaIO(image_mode="RGB").load_bytes(data)
+    return item.media, MultiModalHasher.hash_kwargs("blake3", model_id=HASH_MODEL_ID, image=item)
 
 
 def processors():
@@ -149,14 +153,14 @@ def main():
     for old in out_dir.iterdir():
         old.unlink()
     procs = list(processors())
-    manifest = {"images": [], "cases": []}
+    manifest = {"hash_model_id": HASH_MODEL_ID, "images": [], "cases": []}
     for name, data, lossless in images():
         (out_dir / name).write_bytes(data)
-        image = vllm_rgb(data)
+        image, item_hash = vllm_load(data)
         pixels = np.asarray(image, dtype=np.uint8)
         (out_dir / f"{name}.rgb").write_bytes(pixels.tobytes())
         manifest["images"].append({"file": name, "width": image.width, "height": image.height,
-                                   "rgb": f"{name}.rgb", "exact": lossless})
+                                   "rgb": f"{name}.rgb", "exact": lossless, "hash": item_hash})
         if not lossless:
             continue
         for config_name, processor, config, model in procs:

@@ -11,10 +11,12 @@
 
 pub mod decode;
 pub mod error;
+pub mod hash;
 pub mod limits;
 pub mod processor;
 pub mod resize;
 
-pub use decode::{decode, sniff, DecodeLimits, RgbImage};
+pub use decode::{decode, sniff, DecodeLimits, Decoded, RgbImage};
 pub use error::{ConfigError, ImageFormat, MediaError};
+pub use hash::image_hash;
 pub use processor::{ImageProcessor, Processed};

@@ -244,7 +244,7 @@ fn small_images_decode_to_rgb() {
         ("GIF transparent index", gif(4, 3, &palette, &indices, Some(2)), gif_transparent),
     ];
     for (name, bytes, expected) in cases {
-        let image = decode(&bytes, &DecodeLimits::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let image = decode(&bytes, &DecodeLimits::default()).unwrap_or_else(|e| panic!("{name}: {e}")).image;
         assert_eq!((image.width, image.height), (4, 3), "{name}");
         assert_eq!(image.pixels, expected, "{name}");
     }

@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use shardgate_media::{decode, DecodeLimits, ImageProcessor, MediaError};
+use shardgate_media::{decode, image_hash, DecodeLimits, ImageProcessor, MediaError};
 
 const LOSSY_DECODE_MAX_ABS: u8 = 8;
 const PROCESSOR_MAX_ABS: f32 = 0.0;
@@ -42,13 +42,18 @@ fn manifest(dir: &std::path::Path) -> Value {
 }
 
 #[test]
-fn decoding_matches_pil() {
+fn decoding_and_item_hashes_match_vllm() {
     let Some(dir) = goldens() else { return };
     let manifest = manifest(&dir);
     let images = manifest["images"].as_array().expect("images");
+    let model_id = manifest["hash_model_id"].as_str().expect("hash_model_id");
     for image in images {
         let file = image["file"].as_str().expect("file");
-        let decoded = decode(&read(&dir, file), &DecodeLimits::default()).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let bytes = read(&dir, file);
+        let decoded = decode(&bytes, &DecodeLimits::default()).unwrap_or_else(|e| panic!("{file}: {e}"));
+        // The hash also checks `converted`: vLLM hashes the loader's settings only then.
+        assert_eq!(image_hash(model_id, &bytes, decoded.converted), image["hash"].as_str().expect("hash"), "{file}");
+        let decoded = decoded.image;
         let size = (image["width"].as_u64().expect("width") as u32, image["height"].as_u64().expect("height") as u32);
         assert_eq!((decoded.width, decoded.height), size, "{file}");
         let expected = read(&dir, image["rgb"].as_str().expect("rgb"));
@@ -75,7 +80,7 @@ fn processors_match_hugging_face() {
     let mut worst: Vec<(String, f32, usize)> = Vec::new();
     for case in cases {
         let (file, config) = (case["image"].as_str().expect("image"), case["config"].as_str().expect("config"));
-        let image = decode(&read(&dir, file), &DecodeLimits::default()).expect("decode");
+        let image = decode(&read(&dir, file), &DecodeLimits::default()).expect("decode").image;
         let got = processor(config).process(&image);
         if let Some(error) = case["error"].as_str() {
             assert!(

@@ -6,12 +6,12 @@ use std::num::NonZeroU64;
 
 use gif::{ColorOutput, DecodeOptions, MemoryLimit};
 
-use super::{malformed, DecodeLimits, RgbImage};
+use super::{malformed, DecodeLimits, Decoded, RgbImage};
 use crate::error::{ImageFormat, MediaError};
 
 const FORMAT: ImageFormat = ImageFormat::Gif;
 
-pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, MediaError> {
+pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<Decoded, MediaError> {
     let mut options = DecodeOptions::new();
     options.set_color_output(ColorOutput::Indexed);
     // The frame's own size is only known at its descriptor: the limit bounds its buffer too.
@@ -43,5 +43,6 @@ pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, Me
             pixels.extend_from_slice(&index.map_or(fill, |&i| colour(i)));
         }
     }
-    Ok(RgbImage { width, height, pixels })
+    // PIL opens a GIF as a palette (or grey) image: always converted.
+    Ok(Decoded { image: RgbImage { width, height, pixels }, converted: true })
 }

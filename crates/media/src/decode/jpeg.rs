@@ -5,12 +5,12 @@ use zune_core::colorspace::ColorSpace;
 use zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
 
-use super::{malformed, DecodeLimits, RgbImage};
+use super::{malformed, DecodeLimits, Decoded, RgbImage};
 use crate::error::{ImageFormat, MediaError};
 
 const FORMAT: ImageFormat = ImageFormat::Jpeg;
 
-pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, MediaError> {
+pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<Decoded, MediaError> {
     let options = DecoderOptions::new_safe()
         .jpeg_set_out_colorspace(ColorSpace::RGB)
         .set_max_width(usize::MAX)
@@ -19,9 +19,11 @@ pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, Me
     decoder.decode_headers().map_err(|e| malformed(FORMAT, e))?;
     let info = decoder.info().ok_or_else(|| malformed(FORMAT, "no frame header"))?;
     let (width, height) = (info.width as u32, info.height as u32);
+    // PIL opens grey JPEGs as L and four-component ones as CMYK.
+    let converted = info.components != 3;
     limits.check_size(FORMAT, width, height)?;
     let size = decoder.output_buffer_size().ok_or_else(|| malformed(FORMAT, "its size overflows"))?;
     let mut pixels = vec![0; size];
     decoder.decode_into(&mut pixels).map_err(|e| malformed(FORMAT, e))?;
-    Ok(RgbImage { width, height, pixels })
+    Ok(Decoded { image: RgbImage { width, height, pixels }, converted })
 }

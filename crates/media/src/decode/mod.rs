@@ -13,7 +13,7 @@ mod png;
 mod rgb;
 mod webp;
 
-pub use rgb::RgbImage;
+pub use rgb::{Decoded, RgbImage};
 
 use crate::error::{ImageFormat, MediaError};
 use crate::limits;
@@ -74,7 +74,7 @@ pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
 }
 
 /// Decodes one image to RGB, or says why not.
-pub fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, MediaError> {
+pub fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<Decoded, MediaError> {
     if bytes.is_empty() {
         return Err(MediaError::Empty);
     }

@@ -4,17 +4,17 @@
 
 use std::io::Cursor;
 
-use super::{malformed, DecodeLimits, RgbImage};
+use super::{malformed, DecodeLimits, Decoded, RgbImage};
 use crate::error::{ImageFormat, MediaError};
 
 const FORMAT: ImageFormat = ImageFormat::Png;
 
-pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, MediaError> {
+pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<Decoded, MediaError> {
     let mut decoder = png::Decoder::new(Cursor::new(bytes));
-    let (width, height, grey16) = {
+    let (width, height, grey16, rgb) = {
         let header = decoder.read_header_info().map_err(|e| malformed(FORMAT, e))?;
         let grey16 = header.color_type == png::ColorType::Grayscale && header.bit_depth == png::BitDepth::Sixteen;
-        (header.width, header.height, grey16)
+        (header.width, header.height, grey16, header.color_type == png::ColorType::Rgb)
     };
     limits.check_size(FORMAT, width, height)?;
     decoder.set_limits(png::Limits { bytes: limits.codec_bytes(width, height, 8) });
@@ -23,6 +23,8 @@ pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, Me
         false => png::Transformations::normalize_to_color8(),
     });
     let mut reader = decoder.read_info().map_err(|e| malformed(FORMAT, e))?;
+    // PIL's mode is RGB for RGB samples (8 or 16 bits) without a transparent colour.
+    let converted = !rgb || reader.info().trns.is_some();
     let size = reader.output_buffer_size().ok_or_else(|| malformed(FORMAT, "its size overflows"))?;
     let mut samples = vec![0; size];
     let frame = reader.next_frame(&mut samples).map_err(|e| malformed(FORMAT, e))?;
@@ -31,7 +33,8 @@ pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, Me
     if grey16 {
         let clipped: Vec<u8> =
             samples.chunks_exact(2).map(|v| u16::from_be_bytes([v[0], v[1]]).min(255) as u8).collect();
-        return Ok(RgbImage::from_interleaved(width, height, 1, &clipped));
+        let image = RgbImage::from_interleaved(width, height, 1, &clipped);
+        return Ok(Decoded { image, converted });
     }
-    Ok(RgbImage::from_interleaved(width, height, channels, &samples))
+    Ok(Decoded { image: RgbImage::from_interleaved(width, height, channels, &samples), converted })
 }

@@ -19,6 +19,15 @@ pub(crate) fn over_white(colour: u8, alpha: u8) -> u8 {
     (((blended >> 8) + blended) >> 8) as u8
 }
 
+/// A decoded image, and whether vLLM's loader would have converted it: PIL opened it in a
+/// mode other than RGB (grey, palette, alpha, 16-bit grey, CMYK). vLLM's item hash covers the
+/// conversion settings exactly then (`MediaWithBytes.io_config`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decoded {
+    pub image: RgbImage,
+    pub converted: bool,
+}
+
 impl RgbImage {
     /// From interleaved samples of 1 (grey), 2 (grey, alpha), 3 (RGB) or 4 (RGBA) channels.
     pub(crate) fn from_interleaved(width: u32, height: u32, channels: usize, samples: &[u8]) -> RgbImage {

@@ -4,13 +4,13 @@ use std::io::Cursor;
 
 use image_webp::WebPDecoder;
 
-use super::{malformed, DecodeLimits, RgbImage};
+use super::{malformed, DecodeLimits, Decoded, RgbImage};
 use crate::error::{ImageFormat, MediaError};
 use crate::limits;
 
 const FORMAT: ImageFormat = ImageFormat::WebP;
 
-pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, MediaError> {
+pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<Decoded, MediaError> {
     let mut decoder = WebPDecoder::new(Cursor::new(bytes)).map_err(|e| malformed(FORMAT, e))?;
     let (width, height) = decoder.dimensions();
     limits.check_size(FORMAT, width, height)?;
@@ -19,5 +19,6 @@ pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, Me
     let channels = if decoder.has_alpha() { 4 } else { 3 };
     let mut samples = vec![0; size];
     decoder.read_image(&mut samples).map_err(|e| malformed(FORMAT, e))?;
-    Ok(RgbImage::from_interleaved(width, height, channels, &samples))
+    // PIL opens a WebP with alpha as RGBA, one without as RGB.
+    Ok(Decoded { image: RgbImage::from_interleaved(width, height, channels, &samples), converted: channels == 4 })
 }
