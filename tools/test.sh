@@ -56,6 +56,7 @@ if [ -x "$REAL_VLLM_PYTHON" ]; then
   limited 600 "$REAL_VLLM_PYTHON" tools/goldens/harmony.py --check --official-python .venv/bin/python
   # Images: PIL's decoding and the Hugging Face image processors against shardgate-media.
   limited 600 "$REAL_VLLM_PYTHON" tools/goldens/images.py
+  limited 600 "$REAL_VLLM_PYTHON" tools/goldens/placeholders.py --check
   SHARDGATE_MEDIA_GOLDENS_REQUIRED=1 limited 600 cargo test --release -p shardgate-media --test hf_goldens
 else
   echo "skipped: no $REAL_VLLM_PYTHON (tools/real-vllm/setup.sh); cargo test checked the committed goldens"

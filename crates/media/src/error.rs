@@ -59,6 +59,11 @@ pub enum MediaError {
         height: u32,
         detail: String,
     },
+    /// The rendered prompt has fewer image placeholders than the request has images.
+    Placeholders {
+        images: usize,
+        found: usize,
+    },
 }
 
 impl fmt::Display for MediaError {
@@ -85,6 +90,9 @@ impl fmt::Display for MediaError {
             }
             MediaError::Unprocessable { width, height, detail } => {
                 write!(f, "the image is {width}x{height}: {detail}")
+            }
+            MediaError::Placeholders { images, found } => {
+                write!(f, "the request has {images} images but its prompt has {found} image placeholders")
             }
         }
     }

@@ -13,6 +13,7 @@ pub mod decode;
 pub mod error;
 pub mod hash;
 pub mod limits;
+pub mod placeholders;
 pub mod processor;
 pub mod resize;
 
