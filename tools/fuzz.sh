@@ -16,7 +16,7 @@ cd "$root"
 
 seconds="${1:-20}"
 shift $(( $# > 0 ? 1 : 0 ))
-all_targets=(http_request request_json vllm_output tokenspeed_output text_pipeline zmtp_peer constraint_check)
+all_targets=(http_request request_json vllm_output tokenspeed_output text_pipeline zmtp_peer constraint_check image_decode)
 if (( $# > 0 )); then
     targets=("$@")
 else
@@ -54,6 +54,8 @@ target_args() {
         request_json) echo "-max_len=8192 -dict=$fuzz_dir/dicts/request_json.dict" ;;
         vllm_output | tokenspeed_output) echo "-max_len=4096" ;;
         text_pipeline) echo "-max_len=4096" ;;
+        # Any allocation past 64 MiB is a header the limits (1 Mi pixels) should have refused.
+        image_decode) echo "-max_len=65536 -malloc_limit_mb=64" ;;
         *) echo "" ;;
     esac
 }

@@ -56,6 +56,10 @@ if [ -x "$REAL_VLLM_PYTHON" ]; then
   limited 600 "$REAL_VLLM_PYTHON" tools/goldens/harmony.py --check --official-python .venv/bin/python
   limited 600 "$REAL_VLLM_PYTHON" tools/goldens/harmony_tags.py --check
   limited 600 "$REAL_VLLM_PYTHON" tools/goldens/kimi_tokenizer.py --check
+  # Images: PIL's decoding and the Hugging Face image processors against shardgate-media.
+  limited 600 "$REAL_VLLM_PYTHON" tools/goldens/images.py
+  limited 600 "$REAL_VLLM_PYTHON" tools/goldens/placeholders.py --check
+  SHARDGATE_MEDIA_GOLDENS_REQUIRED=1 limited 600 cargo test --release -p shardgate-media --test hf_goldens
 else
   echo "skipped: no $REAL_VLLM_PYTHON (tools/real-vllm/setup.sh); cargo test checked the committed goldens"
 fi

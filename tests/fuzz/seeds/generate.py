@@ -10,9 +10,12 @@ Run from anywhere: python3 tests/fuzz/seeds/generate.py
 """
 
 import hashlib
+import io
 import json
 import pathlib
 import shutil
+import struct
+import zlib
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -138,6 +141,55 @@ def constraint_check():
     ]
 
 
+def png(width, height, colour_type, bit_depth, rows, extra_chunks=()):
+    """A PNG from raw rows (filter byte included), with the standard library only."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    head = struct.pack(">IIBBBBB", width, height, bit_depth, colour_type, 0, 0, 0)
+    body = b"".join(chunk(k, d) for k, d in extra_chunks)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + body + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def pil_images():
+    """JPEG and WebP seeds, where PIL is importable (the real-vLLM venv's python); else None."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return None
+    image = Image.new("RGB", (24, 16))
+    image.putdata([(x * 10, y * 15, (x * y) % 256) for y in range(16) for x in range(24)])
+    out = []
+    for name, fmt, options in [("jpeg-baseline", "JPEG", {"quality": 80}),
+                               ("jpeg-progressive", "JPEG", {"quality": 80, "progressive": True}),
+                               ("jpeg-grey", "JPEG", {}), ("webp-lossy", "WEBP", {"quality": 80}),
+                               ("webp-lossless", "WEBP", {"lossless": True})]:
+        buffer = io.BytesIO()
+        (image.convert("L") if name == "jpeg-grey" else image).save(buffer, format=fmt, **options)
+        out.append((name, b"\x00" + buffer.getvalue()))
+    return out
+
+
+def image_decode():
+    """Even first byte: a file; odd: a header of the format byte 2 picks, sized by bytes 3-10."""
+    rgb_rows = b"".join(b"\x00" + bytes((x * 40 + y) % 256 for x in range(3 * 4)) for y in range(3))
+    grey16_rows = b"".join(b"\x00" + bytes(range(y, y + 8)) for y in range(2))
+    palette_rows = b"".join(b"\x00" + bytes([0x1b]) for _ in range(2))
+    gif = (b"GIF89a\x02\x00\x02\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff"
+           b"\x21\xf9\x04\x01\x00\x00\x01\x00"
+           b"\x2c\x00\x00\x00\x00\x02\x00\x02\x00\x00\x02\x03\x44\x34\x05\x00\x3b")
+    seeds = [
+        ("png-rgb", b"\x00" + png(4, 3, 2, 8, rgb_rows)),
+        ("png-grey16", b"\x00" + png(4, 2, 0, 16, grey16_rows)),
+        ("png-palette-trns", b"\x00" + png(4, 2, 3, 2, palette_rows,
+                                           [(b"PLTE", bytes(range(12))), (b"tRNS", b"\x00\x80")])),
+        ("gif-transparent", b"\x00" + gif),
+    ]
+    for kind, name in enumerate(["png", "gif", "jpeg", "webp"]):
+        seeds.append((f"header-{name}-huge", bytes([1, kind]) + struct.pack("<II", 50000, 40000)))
+        seeds.append((f"header-{name}-small", bytes([1, kind]) + struct.pack("<II", 16, 16) + b"\x00" * 32))
+    return seeds
+
+
 if __name__ == "__main__":
     write("http_request", http_request())
     write("request_json", request_json())
@@ -145,3 +197,8 @@ if __name__ == "__main__":
     write("tokenspeed_output", tokenspeed_output())
     write("zmtp_peer", zmtp_peer())
     write("constraint_check", constraint_check())
+    made_by_pil = pil_images()
+    if made_by_pil is None:
+        print("image_decode: kept as it is (JPEG and WebP seeds need PIL: run with the real-vLLM venv's python)")
+    else:
+        write("image_decode", image_decode() + made_by_pil)

@@ -1,0 +1,48 @@
+//! The Hugging Face image processors, ported: chosen from a model's `preprocessor_config.json`
+//! (and `config.json` for the vision tower's patch size), they turn a decoded image into the
+//! tensors and grid the engine's vision tower takes, and say how many placeholder tokens the
+//! image stands for in the prompt.
+
+mod clip;
+mod config;
+mod normalize;
+mod qwen2_vl;
+
+pub use clip::{Clip, ClipSize};
+pub use normalize::Normalize;
+pub use qwen2_vl::{smart_resize, QwenVl};
+
+use crate::decode::RgbImage;
+use crate::error::{ConfigError, MediaError};
+
+/// One image, processed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Processed {
+    /// `pixel_values`, row-major in `shape`.
+    pub pixel_values: Vec<f32>,
+    pub shape: Vec<usize>,
+    /// `image_grid_thw` for the Qwen family; `None` for CLIP.
+    pub grid_thw: Option<[u32; 3]>,
+    /// Placeholder tokens the image expands to in the prompt.
+    pub tokens: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ImageProcessor {
+    QwenVl(QwenVl),
+    Clip(Clip),
+}
+
+impl ImageProcessor {
+    /// From the text of `preprocessor_config.json` and, where the model has one, `config.json`.
+    pub fn from_configs(preprocessor: &str, model: Option<&str>) -> Result<ImageProcessor, ConfigError> {
+        config::from_configs(preprocessor, model)
+    }
+
+    pub fn process(&self, image: &RgbImage) -> Result<Processed, MediaError> {
+        match self {
+            ImageProcessor::QwenVl(p) => p.process(image),
+            ImageProcessor::Clip(p) => p.process(image),
+        }
+    }
+}

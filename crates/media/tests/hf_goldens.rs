@@ -1,0 +1,118 @@
+//! The ports against PIL and the Hugging Face processors, on the goldens
+//! `tools/goldens/images.py` writes (gitignored; where they are absent this test says so and
+//! passes, unless `SHARDGATE_MEDIA_GOLDENS_REQUIRED` is set, as tools/test.sh sets it after
+//! writing them).
+//!
+//! Tolerances: decoding of lossless images (PNG, GIF, lossless WebP) and every processor output
+//! must be identical to the reference (max abs error 0: the resize reproduces PIL's integer
+//! arithmetic, and rescale / normalise the same float operations); grids and placeholder
+//! counts exactly. JPEG and lossy WebP decoders differ from libjpeg-turbo and libwebp in their
+//! IDCT and chroma upsampling: their pixels may differ by `LOSSY_DECODE_MAX_ABS` levels.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+use shardgate_media::{decode, image_hash, DecodeLimits, ImageProcessor, MediaError};
+
+const LOSSY_DECODE_MAX_ABS: u8 = 8;
+const PROCESSOR_MAX_ABS: f32 = 0.0;
+
+fn goldens() -> Option<PathBuf> {
+    let dir = std::env::var_os("SHARDGATE_MEDIA_GOLDENS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/media-goldens"));
+    if dir.join("manifest.json").exists() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("SHARDGATE_MEDIA_GOLDENS_REQUIRED").is_none(),
+        "no goldens in {} (run tools/goldens/images.py)",
+        dir.display()
+    );
+    eprintln!("skipped: no goldens in {} (tools/goldens/images.py writes them)", dir.display());
+    None
+}
+
+fn read(dir: &std::path::Path, name: &str) -> Vec<u8> {
+    std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn manifest(dir: &std::path::Path) -> Value {
+    serde_json::from_slice(&read(dir, "manifest.json")).expect("manifest")
+}
+
+#[test]
+fn decoding_and_item_hashes_match_vllm() {
+    let Some(dir) = goldens() else { return };
+    let manifest = manifest(&dir);
+    let images = manifest["images"].as_array().expect("images");
+    let model_id = manifest["hash_model_id"].as_str().expect("hash_model_id");
+    for image in images {
+        let file = image["file"].as_str().expect("file");
+        let bytes = read(&dir, file);
+        let decoded = decode(&bytes, &DecodeLimits::default()).unwrap_or_else(|e| panic!("{file}: {e}"));
+        // The hash also checks `converted`: vLLM hashes the loader's settings only then.
+        assert_eq!(image_hash(model_id, &bytes, decoded.converted), image["hash"].as_str().expect("hash"), "{file}");
+        let decoded = decoded.image;
+        let size = (image["width"].as_u64().expect("width") as u32, image["height"].as_u64().expect("height") as u32);
+        assert_eq!((decoded.width, decoded.height), size, "{file}");
+        let expected = read(&dir, image["rgb"].as_str().expect("rgb"));
+        let max_abs = decoded.pixels.iter().zip(&expected).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0);
+        let tolerance = if image["exact"].as_bool() == Some(true) { 0 } else { LOSSY_DECODE_MAX_ABS };
+        eprintln!("decode {file:40} max abs {max_abs}");
+        assert!(max_abs <= tolerance, "{file}: max abs error {max_abs} > {tolerance}");
+    }
+    assert!(images.len() >= 20, "the goldens hold {} images", images.len());
+}
+
+fn processor(config: &str) -> ImageProcessor {
+    let configs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/configs");
+    let preprocessor = std::fs::read_to_string(configs.join(format!("{config}.json"))).expect("config");
+    let model = std::fs::read_to_string(configs.join(format!("{config}.config.json"))).ok();
+    ImageProcessor::from_configs(&preprocessor, model.as_deref()).unwrap_or_else(|e| panic!("{config}: {e}"))
+}
+
+#[test]
+fn processors_match_hugging_face() {
+    let Some(dir) = goldens() else { return };
+    let manifest = manifest(&dir);
+    let cases = manifest["cases"].as_array().expect("cases");
+    let mut worst: Vec<(String, f32, usize)> = Vec::new();
+    for case in cases {
+        let (file, config) = (case["image"].as_str().expect("image"), case["config"].as_str().expect("config"));
+        let image = decode(&read(&dir, file), &DecodeLimits::default()).expect("decode").image;
+        let got = processor(config).process(&image);
+        if let Some(error) = case["error"].as_str() {
+            assert!(
+                matches!(got, Err(MediaError::AspectRatio { .. })),
+                "{file} {config}: HF refused ({error}), we gave {got:?}"
+            );
+            continue;
+        }
+        let got = got.unwrap_or_else(|e| panic!("{file} {config}: {e}"));
+        let shape: Vec<usize> =
+            case["shape"].as_array().expect("shape").iter().map(|v| v.as_u64().expect("dim") as usize).collect();
+        assert_eq!(got.shape, shape, "{file} {config}");
+        let grid = case["grid_thw"].as_array().map(|g| [0, 1, 2].map(|i| g[i].as_u64().expect("grid") as u32));
+        assert_eq!(got.grid_thw, grid, "{file} {config}");
+        assert_eq!(got.tokens as u64, case["tokens"].as_u64().expect("tokens"), "{file} {config}");
+        let expected: Vec<f32> = read(&dir, case["pixel_values"].as_str().expect("tensor"))
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        assert_eq!(got.pixel_values.len(), expected.len(), "{file} {config}");
+        let max_abs = got.pixel_values.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        match worst.iter_mut().find(|(name, ..)| name == config) {
+            Some(entry) => {
+                entry.1 = entry.1.max(max_abs);
+                entry.2 += 1;
+            }
+            None => worst.push((config.to_string(), max_abs, 1)),
+        }
+        assert!(max_abs <= PROCESSOR_MAX_ABS, "{file} {config}: max abs error {max_abs}");
+    }
+    for (config, max_abs, count) in &worst {
+        eprintln!("processor {config:20} {count:3} images, max abs error {max_abs}");
+    }
+    assert!(worst.len() >= 5, "the goldens cover {} configs", worst.len());
+}

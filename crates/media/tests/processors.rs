@@ -1,0 +1,119 @@
+//! The processors without the Hugging Face goldens: which config gives which processor, each
+//! config refusal, and grids and placeholder counts for sizes whose reference values are
+//! written next to them (transformers' `smart_resize` and CLIP's patch count).
+
+use shardgate_media::processor::{Clip, QwenVl};
+use shardgate_media::{ImageProcessor, MediaError, RgbImage};
+
+fn config(name: &str) -> String {
+    let path = format!("{}/tests/configs/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn qwen(name: &str) -> QwenVl {
+    match ImageProcessor::from_configs(&config(name), None) {
+        Ok(ImageProcessor::QwenVl(p)) => p,
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
+fn clip() -> Clip {
+    match ImageProcessor::from_configs(&config("llava-1.5.json"), Some(&config("llava-1.5.config.json"))) {
+        Ok(ImageProcessor::Clip(p)) => p,
+        other => panic!("llava: {other:?}"),
+    }
+}
+
+#[test]
+fn configs_choose_the_processor_and_its_values() {
+    // (config, patch, min pixels, max pixels)
+    let cases = [
+        ("qwen2-vl.json", 14, 3136, 12845056),
+        ("qwen2.5-vl.json", 14, 3136, 12845056),
+        ("qwen2-vl-capped.json", 14, 3136, 1003520),
+        ("qwen3-vl.json", 16, 65536, 16777216),
+    ];
+    for (name, patch, min, max) in cases {
+        let p = qwen(name);
+        assert_eq!((p.patch_size, p.merge_size, p.temporal_patch_size), (patch, 2, 2), "{name}");
+        assert_eq!((p.min_pixels, p.max_pixels), (min, max), "{name}");
+    }
+    let c = clip();
+    assert_eq!((c.crop, c.patch_size), (Some((336, 336)), 14));
+}
+
+#[test]
+fn config_refusals() {
+    let qwen = config("qwen2-vl.json");
+    let with = |key: &str, value: &str| {
+        let mut map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&qwen).expect("qwen");
+        map.insert(key.to_string(), serde_json::from_str(value).expect("value"));
+        serde_json::to_string(&map).expect("json")
+    };
+    let cases = [
+        ("not JSON", "{".to_string(), "preprocessor_config.json: EOF"),
+        ("not an object", "[]".to_string(), "not a JSON object"),
+        ("no type", "{}".to_string(), "no `image_processor_type`"),
+        (
+            "unknown type",
+            with("image_processor_type", "\"SiglipImageProcessor\""),
+            "`SiglipImageProcessor` is not a supported",
+        ),
+        ("patch zero", with("patch_size", "0"), "`patch_size` is 0"),
+        ("patch huge", with("patch_size", "100000"), "`patch_size` is 100000"),
+        ("std zero", with("image_std", "[0.5, 0, 0.5]"), "`image_std` has a zero"),
+        ("mean of two", with("image_mean", "[0.5, 0.5]"), "`image_mean` is [0.5,0.5]"),
+        ("lanczos", with("resample", "1"), "`resample` 1 is not"),
+        ("min below a block", with("min_pixels", "100"), "pixel bounds 100..12845056"),
+        ("max below min", with("max_pixels", "1000"), "pixel bounds 3136..1000"),
+    ];
+    for (name, text, expected) in cases {
+        let error = ImageProcessor::from_configs(&text, None).expect_err(name).to_string();
+        assert!(error.contains(expected), "{name}: {error}");
+    }
+    let mut llava: serde_json::Value = serde_json::from_str(&config("llava-1.5.json")).expect("llava");
+    llava["crop_size"] = serde_json::json!({"height": 400, "width": 400});
+    let error = ImageProcessor::from_configs(&llava.to_string(), None).expect_err("crop").to_string();
+    assert!(error.contains("the 400x400 crop is larger than the 336 shortest edge"), "{error}");
+}
+
+#[test]
+fn grids_and_placeholder_counts() {
+    // (config, height, width, image_grid_thw from transformers, tokens = t*h*w / merge^2)
+    let cases = [
+        ("qwen2-vl.json", 1080, 1920, [1, 78, 138], 2691),
+        ("qwen2-vl.json", 10, 10, [1, 4, 4], 4),
+        ("qwen2-vl-capped.json", 3000, 2000, [1, 86, 58], 1247),
+        ("qwen3-vl.json", 500, 375, [1, 32, 24], 192),
+    ];
+    for (name, height, width, grid, tokens) in cases {
+        let p = qwen(name);
+        assert_eq!(p.grid_thw(height, width).expect("grid"), grid, "{name} {height}x{width}");
+        let image = RgbImage { width, height, pixels: vec![128; (width * height * 3) as usize] };
+        let out = p.process(&image).expect("process");
+        assert_eq!((out.grid_thw, out.tokens), (Some(grid), tokens), "{name} {height}x{width}");
+        let patch = p.patch_size as usize;
+        assert_eq!(out.shape, [(grid[1] * grid[2]) as usize, 3 * 2 * patch * patch]);
+    }
+    let out = clip().process(&RgbImage { width: 640, height: 480, pixels: vec![7; 640 * 480 * 3] }).expect("clip");
+    assert_eq!((out.shape, out.grid_thw, out.tokens), (vec![3, 336, 336], None, 576));
+}
+
+#[test]
+fn images_a_processor_refuses() {
+    let thin = |width: u32, height: u32| RgbImage { width, height, pixels: vec![0; (width * height * 3) as usize] };
+    let cases: [(ImageProcessor, RgbImage, &str); 3] = [
+        (ImageProcessor::QwenVl(qwen("qwen2-vl.json")), thin(1, 201), "absolute aspect ratio must be smaller than 200"),
+        (
+            ImageProcessor::QwenVl(qwen("qwen3-vl.json")),
+            thin(1000, 2),
+            "absolute aspect ratio must be smaller than 200",
+        ),
+        (ImageProcessor::Clip(clip()), thin(1, 1000), "resizing it to 336x336000 passes the pixel limit"),
+    ];
+    for (processor, image, expected) in cases {
+        let error = processor.process(&image).expect_err(expected);
+        assert!(matches!(error, MediaError::AspectRatio { .. } | MediaError::Unprocessable { .. }));
+        assert!(error.to_string().contains(expected), "{error}");
+    }
+}

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Goldens of shardgate's image decoding and image processors, from PIL and the Hugging Face
+processors (transformers in the real-vLLM venv).
+
+    ~/.cache/real-vllm/venv/bin/python tools/goldens/images.py [--out DIR]
+
+Builds images of many sizes, aspect ratios and modes (tiny, huge, extreme ratios, grey, RGBA,
+palette with and without transparency, GIF, lossless and lossy WebP, JPEG) from seeded
+patterns, encodes them with PIL, then writes to DIR (default `target/media-goldens`,
+gitignored; nothing here is committed):
+
+- each encoded file, the RGB pixels vLLM's loader makes of it (`Image.open`, transparent
+  images pasted on white, else `convert("RGB")`), raw `u8`, and vLLM's item hash for it
+  (`MultiModalHasher`, blake3);
+- for each lossless image and each config of `crates/media/tests/configs/`, the PIL-backend
+  processor's `pixel_values` (raw little-endian `f32`), shape, `image_grid_thw` and the
+  placeholder token count;
+- `manifest.json` listing them.
+
+`cargo test --release -p shardgate-media --test hf_goldens` compares (tools/test.sh runs both
+where the venv is).
+
+`--torchvision` also prints how far the torchvision-backed processors (what
+`AutoImageProcessor` gives in transformers 5 where torchvision is installed, so what vLLM runs)
+are from the PIL-backed ones the goldens hold."""
+import argparse, io, json, os, sys
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[2]
+# Images above this many pixels go only through the configs that bound the output (the others'
+# tensors would be hundreds of megabytes, and test nothing the smaller images do not).
+BIG_PIXELS = 2_000_000
+BIG_CONFIGS = ("qwen2-vl-capped", "llava-1.5")
+CONFIGS = ROOT / "crates/media/tests/configs"
+
+
+def pattern(width, height, seed):
+    """Smooth gradients with noise and a sharp edge: what resampling errors show up on."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+    r = 255 * x / max(width - 1, 1)
+    g = 255 * (0.5 + 0.5 * np.sin(x / 7.0 + y / 11.0))
+    b = np.where((x // 8 + y // 8) % 2 == 0, 230.0, 20.0)
+    rgb = np.stack([r, g, b], axis=-1) + rng.normal(0, 12, (height, width, 3))
+    return np.clip(rgb, 0, 255).astype(np.uint8)
+
+
+def encode(image, fmt, **options):
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **options)
+    return buffer.getvalue()
+
+
+def rgba(width, height, seed):
+    alpha = (np.arange(width * height).reshape(height, width) * 37 % 256).astype(np.uint8)
+    return Image.fromarray(np.dstack([pattern(width, height, seed), alpha]), "RGBA")
+
+
+def palette(width, height, seed, transparency=None):
+    image = Image.fromarray(pattern(width, height, seed)).quantize(colors=64)
+    if transparency is not None:
+        image.info["transparency"] = transparency
+    return image
+
+
+# (name, encoded bytes, lossless): lossless ones also go through every processor.
+def images():
+    rgb = lambda w, h, s: Image.fromarray(pattern(w, h, s))
+    yield "tiny-3x2.png", encode(rgb(3, 2, 1), "PNG"), True
+    yield "one-pixel.png", encode(rgb(1, 1, 2), "PNG"), True
+    yield "odd-37x53.png", encode(rgb(37, 53, 3), "PNG"), True
+    yield "landscape-640x480.png", encode(rgb(640, 480, 4), "PNG"), True
+    yield "portrait-333x500.png", encode(rgb(333, 500, 5), "PNG"), True
+    yield "wide-1500x60.png", encode(rgb(1500, 60, 6), "PNG"), True
+    yield "extreme-12x2000.png", encode(rgb(12, 2000, 7), "PNG"), True
+    yield "too-extreme-4x804.png", encode(rgb(4, 804, 23), "PNG"), True
+    yield "huge-3000x2000.png", encode(rgb(3000, 2000, 8), "PNG", compress_level=1), True
+    yield "grey-300x200.png", encode(rgb(300, 200, 9).convert("L"), "PNG"), True
+    yield "rgba-200x150.png", encode(rgba(200, 150, 10), "PNG"), True
+    yield "palette-120x90.png", encode(palette(120, 90, 11), "PNG"), True
+    yield "palette-transparent-120x90.png", encode(palette(120, 90, 12, transparency=3), "PNG"), True
+    yield "grey-alpha-64x48.png", encode(rgba(64, 48, 13).convert("LA"), "PNG"), True
+    yield "grey16-50x40.png", encode(Image.fromarray((pattern(50, 40, 14).astype(np.uint16) * 257)[..., 0]).convert("I;16"), "PNG"), True
+    yield "frame-100x80.gif", encode(palette(100, 80, 15), "GIF"), True
+    yield "frame-transparent-100x80.gif", encode(palette(100, 80, 16), "GIF", transparency=5), True
+    yield "lossless-320x240.webp", encode(rgb(320, 240, 17), "WEBP", lossless=True), True
+    yield "lossless-rgba-160x120.webp", encode(rgba(160, 120, 18), "WEBP", lossless=True), True
+    yield "lossy-320x240.webp", encode(rgb(320, 240, 19), "WEBP", quality=90), False
+    yield "photo-640x480.jpg", encode(rgb(640, 480, 20), "JPEG", quality=90), False
+    yield "grey-200x100.jpg", encode(rgb(200, 100, 21).convert("L"), "JPEG", quality=90), False
+    yield "subsampled-99x77.jpg", encode(rgb(99, 77, 22), "JPEG", quality=75, subsampling=2), False
+
+
+# The model id the item hashes are computed for (any string; vLLM hashes the engine's --model).
+HASH_MODEL_ID = "Qwen/Qwen2-VL-2B-Instruct"
+
+
+def vllm_load(data):
+    """What vLLM's image loader makes of the bytes, and its item hash for them."""
+    from vllm.multimodal.hasher import MultiModalHasher
+    from vllm.multimodal.media.image import ImageMediaIO
+
+    item = ImageMediaIO(image_mode="RGB").load_bytes(data)
+    return item.media, MultiModalHasher.hash_kwargs("blake3", model_id=HASH_MODEL_ID, image=item)
+
+
+def processors():
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    classes = {"Qwen2VLImageProcessor": Qwen2VLImageProcessorPil, "CLIPImageProcessor": CLIPImageProcessorPil}
+    for path in sorted(CONFIGS.glob("*.json")):
+        if path.name.endswith(".config.json"):
+            continue
+        config = json.loads(path.read_text())
+        kind = config["image_processor_type"].removesuffix("Fast")
+        kwargs = {k: v for k, v in config.items() if k not in ("image_processor_type", "processor_class")}
+        model_path = path.with_suffix(".config.json")
+        model = json.loads(model_path.read_text()) if model_path.exists() else {}
+        yield path.stem, classes[kind](**kwargs), config, model
+
+
+def tokens(kind, out, config, model):
+    if kind == "qwen":
+        t, h, w = out["image_grid_thw"][0]
+        return int(t * h * w // config.get("merge_size", 2) ** 2)
+    patch = model["vision_config"]["patch_size"]
+    return int((out["pixel_values"].shape[-2] // patch) * (out["pixel_values"].shape[-1] // patch))
+
+
+def compare_torchvision(name, image, config_name, config, pil_values):
+    from transformers import CLIPImageProcessor, Qwen2VLImageProcessor
+
+    kind = config["image_processor_type"].removesuffix("Fast")
+    kwargs = {k: v for k, v in config.items() if k not in ("image_processor_type", "processor_class")}
+    processor = {"Qwen2VLImageProcessor": Qwen2VLImageProcessor, "CLIPImageProcessor": CLIPImageProcessor}[kind](**kwargs)
+    values = processor(image, return_tensors="pt")["pixel_values"].numpy()
+    values = values[0] if kind == "CLIPImageProcessor" else values
+    error = np.abs(values - pil_values)
+    print(f"torchvision vs PIL {name:32} {config_name:16} max abs {error.max():.4f} mean abs {error.mean():.5f}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=str(ROOT / "target/media-goldens"))
+    parser.add_argument("--torchvision", action="store_true")
+    args = parser.parse_args()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.iterdir():
+        old.unlink()
+    procs = list(processors())
+    manifest = {"hash_model_id": HASH_MODEL_ID, "images": [], "cases": []}
+    for name, data, lossless in images():
+        (out_dir / name).write_bytes(data)
+        image, item_hash = vllm_load(data)
+        pixels = np.asarray(image, dtype=np.uint8)
+        (out_dir / f"{name}.rgb").write_bytes(pixels.tobytes())
+        manifest["images"].append({"file": name, "width": image.width, "height": image.height,
+                                   "rgb": f"{name}.rgb", "exact": lossless, "hash": item_hash})
+        if not lossless:
+            continue
+        for config_name, processor, config, model in procs:
+            if image.width * image.height > BIG_PIXELS and config_name not in BIG_CONFIGS:
+                continue
+            kind = "qwen" if "Qwen2VL" in type(processor).__name__ else "clip"
+            case = {"image": name, "config": config_name}
+            try:
+                out = processor(image, return_tensors="np")
+            except ValueError as error:
+                case["error"] = str(error)
+                manifest["cases"].append(case)
+                continue
+            values = np.ascontiguousarray(out["pixel_values"][0] if kind == "clip" else out["pixel_values"], dtype="<f4")
+            tensor = f"{name}.{config_name}.f32"
+            (out_dir / tensor).write_bytes(values.tobytes())
+            case.update(pixel_values=tensor, shape=list(values.shape), tokens=tokens(kind, out, config, model),
+                        grid_thw=[int(v) for v in out["image_grid_thw"][0]] if kind == "qwen" else None)
+            manifest["cases"].append(case)
+            if args.torchvision:
+                compare_torchvision(name, image, config_name, config, values)
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    print(f"{len(manifest['images'])} images, {len(manifest['cases'])} processor cases -> {out_dir}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
