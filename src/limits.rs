@@ -46,6 +46,22 @@ pub const http_connections_per_shard_max: usize = 16 * 1024;
 pub const http_over_cap_connections_per_shard: usize = 16;
 /// HTTP: an over-cap connection must deliver its head within this long.
 pub const http_over_cap_header_timeout_ms: u64 = 1_000;
+/// HTTP/2: streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS); a
+/// client opening more gets RST_STREAM(REFUSED_STREAM). Admission still bounds generations.
+pub const http2_concurrent_streams_max: u32 = 256;
+/// HTTP/2: the largest frame payload accepted (SETTINGS_MAX_FRAME_SIZE; the protocol's minimum:
+/// requests are small, and a larger frame is a FRAME_SIZE_ERROR that closes the connection).
+pub const http2_frame_bytes_max: u32 = 16 * 1024;
+/// HTTP/2: a request's header list (decoded, 32 bytes counted per field as RFC 9113 does); the
+/// same bound as an HTTP/1.1 head. Larger: 431 before the request is read further.
+pub const http2_header_list_bytes_max: u32 = http_header_bytes_max as u32;
+/// HTTP/2: receive window per stream (request bodies), and for the whole connection.
+pub const http2_stream_window_bytes: u32 = 1024 * 1024;
+pub const http2_connection_window_bytes: u32 = 4 * 1024 * 1024;
+/// HTTP/2: response bytes one stream may have queued beyond what the client's window lets out.
+pub const http2_send_buffer_bytes: usize = 64 * 1024;
+/// HTTP/2: time for a new connection's preface and first SETTINGS (then closed silently).
+pub const http2_handshake_timeout_s: u64 = http_header_read_timeout_s;
 /// Metrics listener: open connections; beyond them, closed as soon as they are accepted.
 pub const metrics_connections_max: usize = 64;
 /// Refused connections and failed accepts are logged at most once per this interval, with a

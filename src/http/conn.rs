@@ -14,6 +14,7 @@ use monoio::net::TcpStream;
 use super::chunked::ChunkedDecoder;
 use super::request::{parse_head, BodyFraming, Request, RequestHead};
 use super::response::{Reader, Responder, Writer};
+use super::sniff::{sniff, Protocol};
 use crate::error::ApiError;
 use crate::limits;
 use crate::shard::ShardCtx;
@@ -59,7 +60,18 @@ impl Router {
 
 pub async fn serve_connection(ctx: Rc<ShardCtx>, stream: TcpStream, router: Router) {
     ctx.metrics().connection_opened();
-    serve(&ctx, stream, router).await;
+    match router {
+        // HTTP/2 with prior knowledge shares the API port; the other lanes stay HTTP/1.x.
+        Router::Api => {
+            let deadline = Instant::now() + router.first_head_timeout();
+            match sniff(&stream, deadline).await {
+                Some(Protocol::Http1) => serve(&ctx, stream, router).await,
+                Some(Protocol::Http2) => super::http2::serve(&ctx, stream).await,
+                None => {}
+            }
+        }
+        Router::OverCap | Router::Metrics => serve(&ctx, stream, router).await,
+    }
     ctx.metrics().connection_closed();
 }
 

@@ -1,0 +1,109 @@
+//! HTTP/2 on a shard: one connection driven by the `h2` crate on the shard's own runtime
+//! (monoio's poll-io stream; no second runtime), each stream a request served by the same
+//! router as HTTP/1.1 through a `Responder` that frames its answer as HEADERS + DATA.
+//!
+//! The connection's task reads and writes every frame (h2 coalesces the streams' frames into
+//! its writes); each stream's request runs in its own task. Drain (graceful shutdown) sends
+//! GOAWAY and lets the open streams finish; an idle connection (no open stream for the
+//! keep-alive idle time) is closed the same way.
+
+pub mod request;
+pub mod stream_out;
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::RecvStream;
+use monoio::net::TcpStream;
+use monoio::time::{sleep_until, timeout, Instant};
+
+use self::request::ReadStop;
+use self::stream_out::StreamOut;
+use super::response::Responder;
+use crate::limits;
+use crate::shard::ShardCtx;
+
+/// The server's SETTINGS and its defences, all from `limits`.
+fn builder() -> h2::server::Builder {
+    let mut b = h2::server::Builder::new();
+    b.max_concurrent_streams(limits::http2_concurrent_streams_max)
+        .max_frame_size(limits::http2_frame_bytes_max)
+        .max_header_list_size(limits::http2_header_list_bytes_max)
+        .initial_window_size(limits::http2_stream_window_bytes)
+        .initial_connection_window_size(limits::http2_connection_window_bytes)
+        .max_send_buffer_size(limits::http2_send_buffer_bytes);
+    b
+}
+
+/// Serves one connection whose client sent the HTTP/2 preface (cleartext, prior knowledge).
+pub async fn serve(ctx: &Rc<ShardCtx>, stream: TcpStream) {
+    let io = match stream.try_into_poll_io() {
+        Ok(io) => io,
+        Err((e, _)) => {
+            tracing::debug!("shard {}: HTTP/2 connection not served: {e}", ctx.index);
+            return;
+        }
+    };
+    let handshake = builder().handshake::<_, Bytes>(io);
+    let mut conn = match timeout(Duration::from_secs(limits::http2_handshake_timeout_s), handshake).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => {
+            tracing::debug!("shard {}: HTTP/2 handshake failed: {e}", ctx.index);
+            return;
+        }
+        Err(_) => return,
+    };
+    let idle = Duration::from_secs(limits::http_keepalive_idle_timeout_s);
+    let mut idle_deadline = Instant::now() + idle;
+    let mut closing = false;
+    loop {
+        let next = monoio::select! {
+            next = conn.accept() => next,
+            _ = ctx.stop_accepting.wait(), if !closing => {
+                // GOAWAY: the client opens no new stream here; those open run to their end.
+                conn.graceful_shutdown();
+                closing = true;
+                continue;
+            }
+            _ = sleep_until(idle_deadline), if !closing => {
+                if conn.has_streams() {
+                    idle_deadline = Instant::now() + idle;
+                } else {
+                    conn.graceful_shutdown();
+                    closing = true;
+                }
+                continue;
+            }
+        };
+        match next {
+            Some(Ok((request, respond))) => {
+                idle_deadline = Instant::now() + idle;
+                monoio::spawn(serve_stream(ctx.clone(), request, respond));
+            }
+            Some(Err(e)) => {
+                tracing::debug!("shard {}: HTTP/2 connection ended: {e}", ctx.index);
+                return;
+            }
+            None => return,
+        }
+    }
+}
+
+/// One stream: read the request, route it, count the response.
+async fn serve_stream(ctx: Rc<ShardCtx>, request: http::Request<RecvStream>, respond: SendResponse<Bytes>) {
+    let mut r = Responder::http2(StreamOut::new(respond));
+    r.write_timeout = Duration::from_secs(ctx.shared.config.stream_write_timeout_s);
+    match request::read(request).await {
+        Ok(request) => crate::api::routes::dispatch(&ctx, request, &mut r).await,
+        Err(ReadStop::Gone) => return,
+        Err(ReadStop::Fail(e)) => {
+            tracing::info!("shard {}: rejecting request: {}", ctx.index, e);
+            let _ = r.send_error(&e).await;
+        }
+    }
+    if let Some(status) = r.status() {
+        ctx.metrics().response(status);
+    }
+}
