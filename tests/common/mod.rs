@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod h2c;
 mod sim_bin;
 pub use sim_bin::sim_binary;
 
