@@ -62,6 +62,8 @@ pub const http2_connection_window_bytes: u32 = 4 * 1024 * 1024;
 pub const http2_send_buffer_bytes: usize = 64 * 1024;
 /// HTTP/2: time for a new connection's preface and first SETTINGS (then closed silently).
 pub const http2_handshake_timeout_s: u64 = http_header_read_timeout_s;
+/// TLS: time for a new connection's handshake (then closed, the failure logged).
+pub const tls_handshake_timeout_s: u64 = http_header_read_timeout_s;
 /// Metrics listener: open connections; beyond them, closed as soon as they are accepted.
 pub const metrics_connections_max: usize = 64;
 /// Refused connections and failed accepts are logged at most once per this interval, with a

@@ -46,6 +46,8 @@ pub enum StartupError {
     Stdout(io::Error),
     /// The response store would not open (`--history-backend`, `--data-dir`).
     History(shardgate_store::StoreError),
+    /// The certificate or key of `--tls-cert-path` / `--tls-key-path`.
+    Tls(crate::http::tls::TlsError),
 }
 
 impl fmt::Display for StartupError {
@@ -70,6 +72,7 @@ impl fmt::Display for StartupError {
             StartupError::Stdin(e) => write!(f, "cannot read stdin: {e}"),
             StartupError::Stdout(e) => write!(f, "cannot write stdout: {e}"),
             StartupError::History(e) => write!(f, "cannot open the response history (--history-backend): {e}"),
+            StartupError::Tls(e) => e.fmt(f),
         }
     }
 }
@@ -82,6 +85,7 @@ impl std::error::Error for StartupError {
             StartupError::Model(e) => Some(e),
             StartupError::Template(e) => Some(e),
             StartupError::History(e) => Some(e),
+            StartupError::Tls(e) => Some(e),
             StartupError::Listen { source, .. }
             | StartupError::Thread { source, .. }
             | StartupError::NoPort { source, .. } => Some(source),

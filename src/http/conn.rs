@@ -60,22 +60,27 @@ impl Router {
 
 pub async fn serve_connection(ctx: Rc<ShardCtx>, stream: TcpStream, router: Router) {
     ctx.metrics().connection_opened();
-    match router {
+    match (router, &ctx.shared.tls) {
+        (Router::Api, Some(tls)) => super::tls::serve(&ctx, tls.clone(), stream).await,
         // HTTP/2 with prior knowledge shares the API port; the other lanes stay HTTP/1.x.
-        Router::Api => {
+        (Router::Api, None) => {
             let deadline = Instant::now() + router.first_head_timeout();
             match sniff(&stream, deadline).await {
-                Some(Protocol::Http1) => serve(&ctx, stream, router).await,
-                Some(Protocol::Http2) => super::http2::serve(&ctx, stream).await,
+                Some(Protocol::Http1) => serve_http1(&ctx, stream, router).await,
+                Some(Protocol::Http2) => match stream.try_into_poll_io() {
+                    Ok(io) => super::http2::serve(&ctx, io).await,
+                    Err((e, _)) => tracing::debug!("shard {}: HTTP/2 connection not served: {e}", ctx.index),
+                },
                 None => {}
             }
         }
-        Router::OverCap | Router::Metrics => serve(&ctx, stream, router).await,
+        (Router::OverCap | Router::Metrics, _) => serve_http1(&ctx, stream, router).await,
     }
     ctx.metrics().connection_closed();
 }
 
-async fn serve(ctx: &Rc<ShardCtx>, stream: TcpStream, router: Router) {
+/// Serves HTTP/1.x on `stream` until the connection ends.
+pub async fn serve_http1(ctx: &Rc<ShardCtx>, stream: TcpStream, router: Router) {
     let _ = stream.set_nodelay(true);
     let (mut reader, mut writer) = stream.into_split();
     let mut input: Vec<u8> = Vec::with_capacity(limits::http_read_buffer_bytes);

@@ -1,7 +1,7 @@
 //! HTTP/1.1 and HTTP/2 on a shard: accept loop, request parsing (httparse), bodies
 //! (Content-Length and chunked), keep-alive, pipelining, and response framing (full bodies,
 //! chunked SSE streams); `sniff` tells a cleartext HTTP/2 client (prior knowledge) by its
-//! preface, and `http2` serves it. Knows nothing about the OpenAI API: it hands a parsed
+//! preface, and `http2` serves it; `tls` terminates TLS and hands the stream to either by ALPN. Knows nothing about the OpenAI API: it hands a parsed
 //! `Request` to `api::routes::dispatch` and gives it a `Responder` to answer with, the same
 //! for both protocols.
 
@@ -13,3 +13,4 @@ pub mod request;
 pub mod response;
 pub mod server;
 pub mod sniff;
+pub mod tls;

@@ -27,7 +27,8 @@ pub async fn serve(ctx: Rc<ShardCtx>) {
         }
     };
     if ctx.index == 0 {
-        tracing::info!("listening on http://{addr} ({} shards)", ctx.shared.shards);
+        let scheme = if ctx.shared.tls.is_some() { "https" } else { "http" };
+        tracing::info!("listening on {scheme}://{addr} ({} shards)", ctx.shared.shards);
     }
     let cap = ctx.shared.connections_per_shard;
     let lanes = [(Router::Api, cap), (Router::OverCap, limits::http_over_cap_connections_per_shard)];

@@ -16,7 +16,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::RecvStream;
-use monoio::net::TcpStream;
 use monoio::time::{sleep_until, timeout, Instant};
 
 use self::request::ReadStop;
@@ -37,15 +36,12 @@ fn builder() -> h2::server::Builder {
     b
 }
 
-/// Serves one connection whose client sent the HTTP/2 preface (cleartext, prior knowledge).
-pub async fn serve(ctx: &Rc<ShardCtx>, stream: TcpStream) {
-    let io = match stream.try_into_poll_io() {
-        Ok(io) => io,
-        Err((e, _)) => {
-            tracing::debug!("shard {}: HTTP/2 connection not served: {e}", ctx.index);
-            return;
-        }
-    };
+/// Serves one HTTP/2 connection: cleartext after the preface was seen, or TLS after ALPN
+/// chose `h2`.
+pub async fn serve<T>(ctx: &Rc<ShardCtx>, io: T)
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
+{
     let handshake = builder().handshake::<_, Bytes>(io);
     let mut conn = match timeout(Duration::from_secs(limits::http2_handshake_timeout_s), handshake).await {
         Ok(Ok(conn)) => conn,
