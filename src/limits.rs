@@ -60,6 +60,22 @@ pub const http2_stream_window_bytes: u32 = 1024 * 1024;
 pub const http2_connection_window_bytes: u32 = 4 * 1024 * 1024;
 /// HTTP/2: response bytes one stream may have queued beyond what the client's window lets out.
 pub const http2_send_buffer_bytes: usize = 64 * 1024;
+/// HTTP/2 rapid reset (CVE-2023-44487): a client that resets more than this many of its
+/// streams within `http2_client_resets_window_s` gets GOAWAY(ENHANCE_YOUR_CALM) and its
+/// connection closed. Cancelling is normal (a proxy's users leave), thousands a second is not.
+pub const http2_client_resets_max: u32 = 500;
+pub const http2_client_resets_window_s: u64 = 10;
+/// HTTP/2: streams reset by the client before the server took them, at once (the `h2`
+/// crate's own rapid-reset guard; beyond: GOAWAY(ENHANCE_YOUR_CALM)).
+pub const http2_pending_accept_resets_max: usize = 20;
+/// HTTP/2: streams the server had to reset for the client's protocol errors, per connection
+/// (beyond: GOAWAY(ENHANCE_YOUR_CALM)).
+pub const http2_local_error_resets_max: usize = 1024;
+/// HTTP/2 PING and SETTINGS floods: a client sending more of them (acknowledgements aside)
+/// within `http2_control_frames_window_s` has its connection closed. A client needs one
+/// SETTINGS per connection and a keep-alive PING every few seconds.
+pub const http2_control_frames_max: u32 = 1_000;
+pub const http2_control_frames_window_s: u64 = 10;
 /// HTTP/2: time for a new connection's preface and first SETTINGS (then closed silently).
 pub const http2_handshake_timeout_s: u64 = http_header_read_timeout_s;
 /// TLS: time for a new connection's handshake (then closed, the failure logged).

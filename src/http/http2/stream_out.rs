@@ -7,7 +7,7 @@
 //! (`gone`); both run in the request's task (the watch is polled beside the writes), so the
 //! single waker slot h2 keeps per stream for both is always that task's.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
 use std::rc::Rc;
 use std::task::Poll;
@@ -29,11 +29,18 @@ enum State {
 #[derive(Clone)]
 pub struct StreamOut {
     state: Rc<RefCell<State>>,
+    /// The client reset the stream before its response ended.
+    reset: Rc<Cell<bool>>,
 }
 
 impl StreamOut {
     pub fn new(respond: SendResponse<Bytes>) -> Self {
-        StreamOut { state: Rc::new(RefCell::new(State::Head(respond))) }
+        StreamOut { state: Rc::new(RefCell::new(State::Head(respond))), reset: Rc::default() }
+    }
+
+    /// Whether the client reset the stream while it was being answered.
+    pub fn was_reset(&self) -> bool {
+        self.reset.get()
     }
 
     /// Sends the head; `end` when there is no body.
@@ -115,14 +122,14 @@ impl StreamOut {
     /// Resolves when the client resets the stream or the connection fails. A stream that
     /// ended normally never resolves it: nothing is left to abort.
     pub fn gone(&self) -> impl Future<Output = ()> + 'static {
-        let state = self.state.clone();
+        let (state, was_reset) = (self.state.clone(), self.reset.clone());
         poll_fn(move |cx| {
             let reset = match &mut *state.borrow_mut() {
                 State::Head(respond) => respond.poll_reset(cx),
                 State::Body(s) => s.poll_reset(cx),
                 State::Done => return Poll::Pending,
             };
-            reset.map(|_| ())
+            reset.map(|why| was_reset.set(why.is_ok()))
         })
     }
 }
