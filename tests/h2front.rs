@@ -62,6 +62,12 @@ fn comparable_headers(r: &Response) -> Vec<(&'static str, Option<String>)> {
         .collect()
 }
 
+/// (method, path, headers, body, status)
+type RouteCase<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], Option<&'a str>, u16);
+
+/// (headers, status, what the error message says)
+type RefusalCase<'a> = (Vec<(&'a str, &'a str)>, u16, &'a str);
+
 #[test]
 fn every_kind_of_route_answers_the_same_over_both_protocols() {
     let g = with_args(&["--api-key", KEY, "--cors-allow-origin", ORIGIN]);
@@ -77,8 +83,7 @@ fn every_kind_of_route_answers_the_same_over_both_protocols() {
     let responses = json!({"model": "test-model", "input": "hi", "max_output_tokens": 4, "store": false}).to_string();
     let preflight = [("origin", ORIGIN), ("access-control-request-method", "POST")];
     let (chat, chat_stream) = (chat.to_string(), chat_stream.to_string());
-    // (method, path, headers, body, status)
-    let cases: Vec<(&str, &str, &[(&str, &str)], Option<&str>, u16)> = vec![
+    let cases: Vec<RouteCase> = vec![
         ("GET", "/health", &[], None, 200),
         ("GET", "/v1/models", &auth, None, 200),
         ("GET", "/v1/models", &[], None, 401),
@@ -122,7 +127,7 @@ fn bad_requests_get_the_same_refusals_as_over_http1() {
     let g = with_args(&["--api-key", KEY]);
     let bearer = format!("Bearer {KEY}");
     let too_long = (shardgate::limits::http_body_bytes_max + 1).to_string();
-    let cases: Vec<(Vec<(&str, &str)>, u16, &str)> = vec![
+    let cases: Vec<RefusalCase> = vec![
         // Two credentials: servers differ on which one counts, so neither does.
         (vec![("authorization", bearer.as_str()), ("authorization", "Bearer x")], 400, "more than one authorization"),
         (vec![("authorization", bearer.as_str()), ("content-length", too_long.as_str())], 413, "exceeds the limit"),
