@@ -14,7 +14,6 @@ use monoio::net::TcpStream;
 use super::chunked::ChunkedDecoder;
 use super::request::{parse_head, BodyFraming, Request, RequestHead};
 use super::response::{Reader, Responder, Writer};
-use super::sniff::{sniff, Protocol};
 use crate::error::ApiError;
 use crate::limits;
 use crate::shard::ShardCtx;
@@ -50,33 +49,12 @@ impl Router {
     }
 
     /// Time from accepting the connection to the end of its first head.
-    fn first_head_timeout(self) -> Duration {
+    pub fn first_head_timeout(self) -> Duration {
         match self {
             Router::OverCap => Duration::from_millis(limits::http_over_cap_header_timeout_ms),
             Router::Api | Router::Metrics => Duration::from_secs(limits::http_header_read_timeout_s),
         }
     }
-}
-
-pub async fn serve_connection(ctx: Rc<ShardCtx>, stream: TcpStream, router: Router) {
-    ctx.metrics().connection_opened();
-    match (router, &ctx.shared.tls) {
-        (Router::Api, Some(tls)) => super::tls::serve(&ctx, tls.clone(), stream).await,
-        // HTTP/2 with prior knowledge shares the API port; the other lanes stay HTTP/1.x.
-        (Router::Api, None) => {
-            let deadline = Instant::now() + router.first_head_timeout();
-            match sniff(&stream, deadline).await {
-                Some(Protocol::Http1) => serve_http1(&ctx, stream, router).await,
-                Some(Protocol::Http2) => match stream.try_into_poll_io() {
-                    Ok(io) => super::http2::serve(&ctx, io).await,
-                    Err((e, _)) => tracing::debug!("shard {}: HTTP/2 connection not served: {e}", ctx.index),
-                },
-                None => {}
-            }
-        }
-        (Router::OverCap | Router::Metrics, _) => serve_http1(&ctx, stream, router).await,
-    }
-    ctx.metrics().connection_closed();
 }
 
 /// Serves HTTP/1.x on `stream` until the connection ends.

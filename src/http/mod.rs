@@ -14,3 +14,7 @@ pub mod response;
 pub mod server;
 pub mod sniff;
 pub mod tls;
+
+/// The client went away (a write failed, the socket was closed, the stream was reset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientGone;

@@ -18,9 +18,7 @@ use monoio::net::TcpStream;
 use super::http2::stream_out::StreamOut;
 use crate::error::{ApiError, Envelope};
 
-/// The client went away (write failed or the socket was closed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientGone;
+pub use super::ClientGone;
 
 /// The two halves of one connection's socket (one descriptor): requests are read from the
 /// reader, which also watches for the client leaving while the writer sends a response.

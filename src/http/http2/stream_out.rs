@@ -16,7 +16,7 @@ use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::SendStream;
 
-use super::super::response::ClientGone;
+use crate::http::ClientGone;
 
 enum State {
     /// No head sent yet.
