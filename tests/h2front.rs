@@ -275,3 +275,25 @@ fn drain_sends_goaway_and_lets_open_streams_finish() {
     assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
     assert!(g.wait_gateway_exit(Duration::from_secs(20)).is_some_and(|s| s.success()));
 }
+
+#[test]
+fn admission_counts_http2_streams_with_http1_requests() {
+    let g = with_args(&["--max-concurrent-requests", "1", "--queue-size", "0"]);
+    let (full_h2, full_h1, done) = block_on(async {
+        let send = h2c::connect(g.port).await;
+        // The only slot, held by a stream on the HTTP/2 connection.
+        let mut holder = start_stream(&send, 300).await;
+        let body = json!({"model": "test-model", "prompt": "go", "max_tokens": 2}).to_string();
+        let full_h2 = h2c::send(&send, "POST", "/v1/completions", &[], Some(&body)).await;
+        let full_h1 = g.post("/v1/completions", &body);
+        (full_h2, full_h1, read_events(&mut holder).await)
+    });
+    for (protocol, r) in [("HTTP/2", &full_h2), ("HTTP/1.1", &full_h1)] {
+        assert_eq!(r.status, 429, "{protocol}: {}", r.text());
+        assert_eq!(r.header("retry-after"), Some("1"), "{protocol}");
+        assert_eq!(r.json()["error"]["code"], "rate_limit_exceeded", "{protocol}");
+    }
+    assert_eq!(comparable(&full_h2), comparable(&full_h1));
+    assert_eq!(done.last().map(String::as_str), Some("[DONE]"), "the stream holding the slot ran to its end");
+    assert!(g.metrics().contains("shardgate_admission_rejected_total{reason=\"queue_full\"} 2"));
+}
