@@ -297,3 +297,45 @@ fn admission_counts_http2_streams_with_http1_requests() {
     assert_eq!(done.last().map(String::as_str), Some("[DONE]"), "the stream holding the slot ran to its end");
     assert!(g.metrics().contains("shardgate_admission_rejected_total{reason=\"queue_full\"} 2"));
 }
+
+#[test]
+fn requests_relayed_to_an_http_worker_are_answered_over_http2() {
+    // Another gateway as the HTTP worker, beside the engine; round robin on one shard sends
+    // every other request up to it.
+    let upstream = Gateway::start();
+    let g = Gateway::start_with(Options {
+        gateway_args: vec!["--policy".into(), "round_robin".into()],
+        shards: 1,
+        ..Default::default()
+    });
+    let added = g.post_json("/workers", &json!({"url": format!("http://127.0.0.1:{}", upstream.port)}));
+    assert_eq!(added.status, 202, "{}", added.text());
+    let id = added.json()["id"].as_str().unwrap().to_string();
+    common::eventually_within(
+        Duration::from_secs(20),
+        || g.get(&format!("/workers/{id}")).json()["status"] == "ready",
+        "the HTTP worker to become ready",
+    );
+    let stream = json!({"model": "test-model", "prompt": "go", "max_tokens": 6, "stream": true}).to_string();
+    let one_shot = json!({"model": "test-model", "prompt": "go", "max_tokens": 6}).to_string();
+    let answers = block_on(async {
+        let send = h2c::connect(g.port).await;
+        let mut answers = Vec::new();
+        for body in [&stream, &stream, &one_shot, &one_shot] {
+            answers.push(h2c::send(&send, "POST", "/v1/completions", &[], Some(body)).await);
+        }
+        answers
+    });
+    for (i, r) in answers.iter().enumerate() {
+        assert_eq!(r.status, 200, "request {i}: {}", r.text());
+        assert!(r.header("connection").is_none() && r.header("transfer-encoding").is_none(), "request {i}");
+        if i < 2 {
+            let events = r.sse();
+            assert_eq!(events.len(), 6 + 2, "request {i}: {events:?}");
+            assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+        } else {
+            assert_eq!(r.json()["usage"]["completion_tokens"], 6, "request {i}");
+        }
+    }
+    assert_eq!((g.adds().len(), upstream.adds().len()), (2, 2), "two answered here, two relayed");
+}
