@@ -150,6 +150,13 @@ pub struct GatewayArgs {
     /// Allow browsers from this origin (`*` for any); repeatable. Unset: no CORS headers.
     #[arg(long = "cors-allow-origin", value_name = "ORIGIN")]
     pub cors_allow_origins: Vec<String>,
+    /// Serve TLS on --port with this certificate chain (PEM, leaf first); needs --tls-key-path.
+    /// ALPN offers h2 and http/1.1.
+    #[arg(long = "tls-cert-path", value_name = "PATH")]
+    pub tls_cert_path: Option<PathBuf>,
+    /// The private key of --tls-cert-path (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long = "tls-key-path", value_name = "PATH")]
+    pub tls_key_path: Option<PathBuf>,
     /// Generation requests running at once, all shards together (unset: no limit).
     #[arg(long = "max-concurrent-requests")]
     pub max_concurrent_requests: Option<usize>,
@@ -297,6 +304,8 @@ pub enum ConfigError {
         name: String,
     },
     MetricsPort(u16),
+    /// One of `--tls-cert-path` / `--tls-key-path` without the other (the one given).
+    TlsPair(&'static str),
     Policy(UnknownPolicy),
     CacheAware(CacheAwareError),
     /// The TLS flags for workers cannot be used (a file missing or malformed, a key without
@@ -329,6 +338,9 @@ impl fmt::Display for ConfigError {
             ConfigError::HealthCheckInterval => f.write_str("--health-check-interval-secs must be at least 1"),
             ConfigError::UnknownParser { kind, name } => write!(f, "unknown {kind} '{name}'"),
             ConfigError::MetricsPort(port) => write!(f, "--metrics-port {port} must differ from --port"),
+            ConfigError::TlsPair(given) => {
+                write!(f, "{given} needs its pair: TLS takes both --tls-cert-path and --tls-key-path")
+            }
             ConfigError::Policy(e) => e.fmt(f),
             ConfigError::CacheAware(e) => e.fmt(f),
             ConfigError::WorkerTls(e) => write!(f, "TLS to workers: {e}"),
@@ -427,6 +439,8 @@ pub struct Config {
     pub metrics_host: String,
     pub metrics_port: u16,
     pub security: Security,
+    /// `--tls-cert-path` / `--tls-key-path`: the API port speaks TLS.
+    pub tls: Option<TlsFiles>,
     pub admission: Admission,
     pub shutdown_timeout_s: u64,
     pub stream_write_timeout_s: u64,
@@ -457,6 +471,13 @@ impl Default for Routing {
     fn default() -> Self {
         Routing { policy: PolicyKind::RoundRobin, cache_aware: CacheAwareConfig::default() }
     }
+}
+
+/// The API port's certificate chain and key, as files (read at startup by `http::tls`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// Who may call what, and from which browser origins.
@@ -612,6 +633,12 @@ impl Config {
         if g.metrics_port == g.port {
             return Err(ConfigError::MetricsPort(g.metrics_port));
         }
+        let tls = match (&g.tls_cert_path, &g.tls_key_path) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert: cert.clone(), key: key.clone() }),
+            (Some(_), None) => return Err(ConfigError::TlsPair("--tls-cert-path")),
+            (None, Some(_)) => return Err(ConfigError::TlsPair("--tls-key-path")),
+            (None, None) => None,
+        };
         let routing = Routing {
             policy: g.policy.parse().map_err(ConfigError::Policy)?,
             cache_aware: CacheAwareConfig {
@@ -657,6 +684,7 @@ impl Config {
             remove_unhealthy_workers: g.remove_unhealthy_workers,
             metrics_host: g.metrics_host.clone().unwrap_or_else(|| g.host.clone()),
             metrics_port: g.metrics_port,
+            tls,
             security: Security {
                 api_key: g.api_key.clone().filter(|k| !k.is_empty()),
                 admin_api_key: g.admin_api_key.clone().filter(|k| !k.is_empty()),

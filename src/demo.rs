@@ -115,6 +115,7 @@ fn demo_config(args: &DemoArgs, ports: &DemoPorts, model_dir: std::path::PathBuf
         metrics_host: "127.0.0.1".into(),
         metrics_port: ports.metrics,
         security: Default::default(),
+        tls: None,
         admission: Default::default(),
         shutdown_timeout_s: crate::limits::shutdown_timeout_s_default,
         stream_write_timeout_s: crate::limits::stream_write_timeout_s_default,

@@ -46,10 +46,11 @@ fn run_gateway(config: Config, companion: CompanionSlot) -> Result<(), StartupEr
         budget.reserved,
         budget.connections_per_shard
     );
+    let tls = config.tls.as_ref().map(crate::http::tls::server_config).transpose().map_err(StartupError::Tls)?;
     let store = shardgate_store::Store::open(config.history.clone(), &shardgate_store::Limits::default())
         .map_err(StartupError::History)?;
     tracing::info!("response history: {}", config.history);
-    let shared = Shared::new(config, budget.connections_per_shard, store);
+    let shared = Shared::new(config, budget.connections_per_shard, store, tls);
     if let Some(at) = &shared.config.kv_publish {
         crate::kv_publish::publisher::start(&shared.zmq, at).map_err(StartupError::KvPublish)?;
     }

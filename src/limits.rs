@@ -46,6 +46,40 @@ pub const http_connections_per_shard_max: usize = 16 * 1024;
 pub const http_over_cap_connections_per_shard: usize = 16;
 /// HTTP: an over-cap connection must deliver its head within this long.
 pub const http_over_cap_header_timeout_ms: u64 = 1_000;
+/// HTTP/2: streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS); a
+/// client opening more gets RST_STREAM(REFUSED_STREAM). Admission still bounds generations.
+pub const http2_concurrent_streams_max: u32 = 256;
+/// HTTP/2: the largest frame payload accepted (SETTINGS_MAX_FRAME_SIZE; the protocol's minimum:
+/// requests are small, and a larger frame is a FRAME_SIZE_ERROR that closes the connection).
+pub const http2_frame_bytes_max: u32 = 16 * 1024;
+/// HTTP/2: a request's header list (decoded, 32 bytes counted per field as RFC 9113 does); the
+/// same bound as an HTTP/1.1 head. Larger: 431 before the request is read further.
+pub const http2_header_list_bytes_max: u32 = http_header_bytes_max as u32;
+/// HTTP/2: receive window per stream (request bodies), and for the whole connection.
+pub const http2_stream_window_bytes: u32 = 1024 * 1024;
+pub const http2_connection_window_bytes: u32 = 4 * 1024 * 1024;
+/// HTTP/2: response bytes one stream may have queued beyond what the client's window lets out.
+pub const http2_send_buffer_bytes: usize = 64 * 1024;
+/// HTTP/2 rapid reset (CVE-2023-44487): a client that resets more than this many of its
+/// streams within `http2_client_resets_window_s` gets GOAWAY(ENHANCE_YOUR_CALM) and its
+/// connection closed. Cancelling is normal (a proxy's users leave), thousands a second is not.
+pub const http2_client_resets_max: u32 = 500;
+pub const http2_client_resets_window_s: u64 = 10;
+/// HTTP/2: streams reset by the client before the server took them, at once (the `h2`
+/// crate's own rapid-reset guard; beyond: GOAWAY(ENHANCE_YOUR_CALM)).
+pub const http2_pending_accept_resets_max: usize = 20;
+/// HTTP/2: streams the server had to reset for the client's protocol errors, per connection
+/// (beyond: GOAWAY(ENHANCE_YOUR_CALM)).
+pub const http2_local_error_resets_max: usize = 1024;
+/// HTTP/2 PING and SETTINGS floods: a client sending more of them (acknowledgements aside)
+/// within `http2_control_frames_window_s` has its connection closed. A client needs one
+/// SETTINGS per connection and a keep-alive PING every few seconds.
+pub const http2_control_frames_max: u32 = 1_000;
+pub const http2_control_frames_window_s: u64 = 10;
+/// HTTP/2: time for a new connection's preface and first SETTINGS (then closed silently).
+pub const http2_handshake_timeout_s: u64 = http_header_read_timeout_s;
+/// TLS: time for a new connection's handshake (then closed, the failure logged).
+pub const tls_handshake_timeout_s: u64 = http_header_read_timeout_s;
 /// Metrics listener: open connections; beyond them, closed as soon as they are accepted.
 pub const metrics_connections_max: usize = 64;
 /// Refused connections and failed accepts are logged at most once per this interval, with a

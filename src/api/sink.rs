@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use crate::error::ApiError;
-use crate::http::response::{client_gone, Responder};
+use crate::http::response::Responder;
 use crate::metrics::{Endpoint, ErrorType};
 use crate::pipeline::events::{Collected, Collector, Event, Usage};
 use crate::pipeline::generate;
@@ -167,7 +167,7 @@ where
     };
     match prepare(started).await {
         Ok((g, format)) => {
-            let gone = client_gone(r.watch());
+            let gone = r.gone();
             generate::run(g, &mut HttpSink::new(r, format), gone).await;
         }
         Err(e) => {

@@ -49,7 +49,7 @@ impl Router {
     }
 
     /// Time from accepting the connection to the end of its first head.
-    fn first_head_timeout(self) -> Duration {
+    pub fn first_head_timeout(self) -> Duration {
         match self {
             Router::OverCap => Duration::from_millis(limits::http_over_cap_header_timeout_ms),
             Router::Api | Router::Metrics => Duration::from_secs(limits::http_header_read_timeout_s),
@@ -57,13 +57,8 @@ impl Router {
     }
 }
 
-pub async fn serve_connection(ctx: Rc<ShardCtx>, stream: TcpStream, router: Router) {
-    ctx.metrics().connection_opened();
-    serve(&ctx, stream, router).await;
-    ctx.metrics().connection_closed();
-}
-
-async fn serve(ctx: &Rc<ShardCtx>, stream: TcpStream, router: Router) {
+/// Serves HTTP/1.x on `stream` until the connection ends.
+pub async fn serve_http1(ctx: &Rc<ShardCtx>, stream: TcpStream, router: Router) {
     let _ = stream.set_nodelay(true);
     let (mut reader, mut writer) = stream.into_split();
     let mut input: Vec<u8> = Vec::with_capacity(limits::http_read_buffer_bytes);

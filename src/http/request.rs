@@ -51,6 +51,20 @@ pub struct Request {
 /// Headers a request may carry once at most (`host` first: HTTP/1.1 requires it).
 const SINGLETON_HEADERS: [&str; 3] = ["host", "authorization", "x-api-key"];
 
+/// Refuses a second copy of a header that must come once (names lowercased). HTTP/2 requests
+/// are held to the same rule.
+pub fn check_singletons<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), ApiError> {
+    let mut seen = [false; SINGLETON_HEADERS.len()];
+    for name in names {
+        if let Some(i) = SINGLETON_HEADERS.iter().position(|s| *s == name) {
+            if std::mem::replace(&mut seen[i], true) {
+                return Err(ApiError::bad_request(format!("more than one {name} header")));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Parses a head from the start of `buf`. `Ok(None)`: incomplete, read more.
 pub fn parse_head(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, ApiError> {
     let mut headers = [httparse::EMPTY_HEADER; limits::http_header_count_max];
@@ -86,7 +100,6 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, ApiError> 
     let version_minor = req.version.unwrap_or(1);
     let mut content_length: Option<usize> = None;
     let mut chunked = false;
-    let mut singletons = [0usize; SINGLETON_HEADERS.len()];
     let mut connection_close = false;
     let mut connection_keep_alive = false;
     let mut expect_continue = false;
@@ -97,12 +110,6 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, ApiError> 
             .map_err(|_| ApiError::bad_request(format!("header {name} is not valid UTF-8")))?
             .trim()
             .to_string();
-        if let Some(i) = SINGLETON_HEADERS.iter().position(|s| *s == name) {
-            singletons[i] += 1;
-            if singletons[i] > 1 {
-                return Err(ApiError::bad_request(format!("more than one {} header", SINGLETON_HEADERS[i])));
-            }
-        }
         match name.as_str() {
             "content-length" => {
                 let invalid = || ApiError::bad_request(format!("invalid Content-Length: {value:?}"));
@@ -140,6 +147,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, ApiError> 
         }
         out_headers.push((name, value));
     }
+    check_singletons(out_headers.iter().map(|(k, _)| k.as_str()))?;
     // Both length and chunked is the classic request-smuggling shape: refuse it.
     if chunked && content_length.is_some() {
         return Err(ApiError::bad_request("both Content-Length and Transfer-Encoding were sent"));
@@ -148,7 +156,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, ApiError> 
     if chunked && version_minor == 0 {
         return Err(ApiError::bad_request("Transfer-Encoding on an HTTP/1.0 request"));
     }
-    if version_minor == 1 && singletons[0] == 0 {
+    if version_minor == 1 && !out_headers.iter().any(|(k, _)| k == "host") {
         return Err(ApiError::bad_request("HTTP/1.1 request without a Host header"));
     }
     let framing = match (chunked, content_length) {

@@ -2,7 +2,12 @@
 //! (one chunk per write, so every event reaches the client as soon as it exists; never
 //! compressed). `Responder` also answers "is the client still there?" without consuming
 //! request bytes, so an abandoned request can be aborted on the engine.
+//!
+//! The same `Responder` answers an HTTP/2 stream (`http::http2`): the head becomes a HEADERS
+//! frame, each flush one DATA frame sent as flow control allows, and the client's RST_STREAM
+//! is the client leaving. Everything above it (routes, sinks, relays) is the same for both.
 
+use std::future::Future;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::time::Duration;
@@ -10,24 +15,32 @@ use std::time::Duration;
 use monoio::io::{AsyncWriteRentExt, OwnedReadHalf, OwnedWriteHalf};
 use monoio::net::TcpStream;
 
+use super::http2::stream_out::StreamOut;
 use crate::error::{ApiError, Envelope};
 
-/// The client went away (write failed or the socket was closed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientGone;
+pub use super::ClientGone;
 
 /// The two halves of one connection's socket (one descriptor): requests are read from the
 /// reader, which also watches for the client leaving while the writer sends a response.
 pub type Reader = OwnedReadHalf<TcpStream>;
 pub type Writer = OwnedWriteHalf<TcpStream>;
 
+/// Where a response goes.
+enum Out<'c> {
+    /// An HTTP/1.x connection: the response is framed into bytes and written to the socket.
+    Http1 { stream: &'c mut Writer, watch: &'c Reader, http10: bool },
+    /// An HTTP/2 stream: the head as a header map, the body as DATA frames.
+    Http2 { stream: StreamOut, head: Option<http::Response<()>> },
+}
+
+/// Resolves when the client has gone away; see `Responder::gone`.
+pub type GoneWatch<'c> = Pin<Box<dyn Future<Output = ()> + 'c>>;
+
 pub struct Responder<'c> {
-    stream: &'c mut Writer,
-    watch: &'c Reader,
+    out: Out<'c>,
     buf: Vec<u8>,
     /// The client allows the connection to be reused after this response.
     keep_alive: bool,
-    http10: bool,
     state: State,
     /// The status line sent, once sent.
     status: Option<u16>,
@@ -78,12 +91,19 @@ pub fn reason_phrase(status: u16) -> &'static str {
 
 impl<'c> Responder<'c> {
     pub fn new(stream: &'c mut Writer, watch: &'c Reader, buf: Vec<u8>, keep_alive: bool, http10: bool) -> Self {
+        Self::with_out(Out::Http1 { stream, watch, http10 }, buf, keep_alive)
+    }
+
+    /// A responder for one HTTP/2 stream.
+    pub fn http2(stream: StreamOut) -> Responder<'static> {
+        Responder::with_out(Out::Http2 { stream, head: None }, Vec::new(), true)
+    }
+
+    fn with_out(out: Out<'c>, buf: Vec<u8>, keep_alive: bool) -> Self {
         Responder {
-            stream,
-            watch,
+            out,
             buf,
             keep_alive,
-            http10,
             state: State::Idle,
             status: None,
             extra_headers: Vec::new(),
@@ -119,73 +139,64 @@ impl<'c> Responder<'c> {
 
     fn push_head(&mut self, status: u16, content_type: &str, length: Option<usize>, extra: &[(&str, &str)]) {
         self.status = Some(status);
-        let b = &mut self.buf;
-        b.clear();
-        b.extend_from_slice(if self.http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
-        b.extend_from_slice(itoa::Buffer::new().format(status).as_bytes());
-        b.push(b' ');
-        b.extend_from_slice(reason_phrase(status).as_bytes());
-        b.extend_from_slice(b"\r\ncontent-type: ");
-        b.extend_from_slice(content_type.as_bytes());
-        match length {
-            Some(n) => {
-                b.extend_from_slice(b"\r\ncontent-length: ");
-                b.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        self.buf.clear();
+        let headers = extra.iter().copied().chain(self.extra_headers.iter().map(|(k, v)| (*k, v.as_str())));
+        match &mut self.out {
+            Out::Http1 { http10, .. } => {
+                let framing = Http1Framing { http10: *http10, keep_alive: self.keep_alive };
+                framing.push_head(&mut self.buf, status, content_type, length, headers);
             }
-            None if !self.http10 => b.extend_from_slice(b"\r\ntransfer-encoding: chunked"),
-            None => {}
+            Out::Http2 { head, .. } => *head = Some(http2_head(status, content_type, length, headers)),
         }
-        for (k, v) in extra.iter().copied().chain(self.extra_headers.iter().map(|(k, v)| (*k, v.as_str()))) {
-            b.extend_from_slice(b"\r\n");
-            b.extend_from_slice(k.as_bytes());
-            b.extend_from_slice(b": ");
-            b.extend_from_slice(v.as_bytes());
-        }
-        let closing = !self.keep_alive || (length.is_none() && self.http10);
-        if closing {
-            b.extend_from_slice(b"\r\nconnection: close");
-        } else if self.http10 {
-            b.extend_from_slice(b"\r\nconnection: keep-alive");
-        }
-        b.extend_from_slice(b"\r\n\r\n");
+    }
+
+    /// Old HTTP/1.0: no chunked framing, a stream ends by closing the connection.
+    fn http10(&self) -> bool {
+        matches!(self.out, Out::Http1 { http10: true, .. })
+    }
+
+    /// Whether the body is framed into chunks here (HTTP/1.1 streams; HTTP/2 frames it itself).
+    fn chunked(&self) -> bool {
+        matches!(self.out, Out::Http1 { http10: false, .. })
     }
 
     async fn write_buf(&mut self) -> Result<(), ClientGone> {
-        self.write_from(0).await
+        self.write_from(0, true).await
     }
 
-    /// Writes `buf[start..]` within the write timeout, then empties `buf` for reuse.
-    ///
-    /// The timer fires no later than this write's limit, but may fire earlier (it was armed by
-    /// an earlier write); an early firing re-arms it for this write's own limit.
-    async fn write_from(&mut self, start: usize) -> Result<(), ClientGone> {
+    /// Writes `buf[start..]` within the write timeout, then empties `buf` for reuse. `end`:
+    /// the response ends with these bytes (an HTTP/2 stream's END_STREAM).
+    async fn write_from(&mut self, start: usize, end: bool) -> Result<(), ClientGone> {
         let buf = std::mem::take(&mut self.buf);
-        let started = monoio::time::Instant::now();
-        let limit = started + self.write_timeout;
-        let watch = self.write_watch.get_or_insert_with(|| Box::pin(monoio::time::sleep_until(limit)));
-        if watch.deadline() < started || watch.deadline() > limit {
-            watch.as_mut().reset(limit);
-        }
-        let mut write = std::pin::pin!(self.stream.write_all(monoio::buf::IoBuf::slice(buf, start..)));
-        loop {
-            monoio::select! {
-                (res, slice) = &mut write => {
-                    self.buf = slice.into_inner();
-                    self.buf.clear();
-                    return res.map(|_| ()).map_err(|_| ClientGone);
-                }
-                _ = watch.as_mut() => {
-                    if monoio::time::Instant::now() < limit {
-                        watch.as_mut().reset(limit);
-                        continue;
+        let sent = match &mut self.out {
+            Out::Http1 { stream, .. } => {
+                let write = stream.write_all(monoio::buf::IoBuf::slice(buf, start..));
+                match within(&mut self.write_watch, self.write_timeout, write).await {
+                    Some((res, slice)) => {
+                        self.buf = slice.into_inner();
+                        Some(res.map(|_| ()).map_err(|_| ClientGone))
                     }
+                    // The buffer went with the cancelled write; the connection closes after this.
+                    None => None,
                 }
             }
-            // The buffer went with the cancelled write; the connection closes after this.
+            Out::Http2 { stream, head } => {
+                let sent = within(
+                    &mut self.write_watch,
+                    self.write_timeout,
+                    send_http2(stream, head.take(), &buf[start..], end),
+                )
+                .await;
+                self.buf = buf;
+                sent
+            }
+        };
+        self.buf.clear();
+        sent.unwrap_or_else(|| {
             tracing::warn!("client accepted no bytes for {} s; cutting it off", self.write_timeout.as_secs());
             self.keep_alive = false;
-            return Err(ClientGone);
-        }
+            Err(ClientGone)
+        })
     }
 
     /// A complete response.
@@ -236,7 +247,7 @@ impl<'c> Responder<'c> {
         debug_assert_eq!(self.state, State::Idle);
         self.push_head(status, content_type, None, extra);
         self.state = State::Streaming;
-        self.write_buf().await
+        self.write_from(0, false).await
     }
 
     /// Queues bytes as they are, for the next chunk.
@@ -264,7 +275,7 @@ impl<'c> Responder<'c> {
 
     /// The first bytes of a chunk leave room for its size line, patched in `flush`.
     fn reserve_chunk_header(&mut self) {
-        if self.buf.is_empty() && !self.http10 {
+        if self.buf.is_empty() && self.chunked() {
             self.buf.extend_from_slice(CHUNK_HEADER_PLACEHOLDER);
         }
     }
@@ -285,15 +296,17 @@ impl<'c> Responder<'c> {
     /// Writes the queued events as one chunk, and the last-chunk marker with them if `last`.
     async fn flush_chunk(&mut self, last: bool) -> Result<(), ClientGone> {
         if self.buf.is_empty() {
-            if !last || self.http10 {
+            if !last || self.http10() {
                 return Ok(());
             }
             // Nothing queued (a relay flushes every piece as it comes): the end marker alone.
-            self.buf.extend_from_slice(b"0\r\n\r\n");
-            return self.write_from(0).await;
+            if self.chunked() {
+                self.buf.extend_from_slice(b"0\r\n\r\n");
+            }
+            return self.write_from(0, true).await;
         }
         let mut start = 0;
-        if !self.http10 {
+        if self.chunked() {
             let payload_len = self.buf.len() - CHUNK_HEADER_PLACEHOLDER.len();
             let mut size = [0u8; 18];
             let header = format_chunk_size(payload_len, &mut size);
@@ -305,28 +318,162 @@ impl<'c> Responder<'c> {
                 self.buf.extend_from_slice(b"0\r\n\r\n");
             }
         }
-        self.write_from(start).await
+        self.write_from(start, last).await
     }
 
     /// Ends the stream: what is queued and the terminating chunk, in one write.
     pub async fn end_sse(&mut self) -> Result<(), ClientGone> {
         self.state = State::Done;
-        if self.http10 {
+        if self.http10() {
             // HTTP/1.0 streams end by closing the connection.
             self.keep_alive = false;
         }
         self.flush_chunk(true).await
     }
 
-    /// Resolves when the client has closed its side of the connection. Request bytes are never
-    /// consumed: pipelined data means the client is alive, and watching stops there.
-    pub async fn client_gone(&self) {
-        client_gone(self.watch).await
+    /// Resolves when the client has gone away: closed its side of the HTTP/1.x connection
+    /// (request bytes are never consumed: pipelined data means the client is alive, and watching
+    /// stops there), or reset its HTTP/2 stream, or lost the HTTP/2 connection. Independent of
+    /// the responder's borrow, so it can be awaited beside the writes.
+    pub fn gone(&self) -> GoneWatch<'c> {
+        match &self.out {
+            Out::Http1 { watch, .. } => Box::pin(client_gone(watch)),
+            Out::Http2 { stream, .. } => Box::pin(stream.gone()),
+        }
     }
+}
 
-    pub fn watch(&self) -> &'c Reader {
-        self.watch
+/// Runs `work` unless the write timeout passes first (`None`).
+///
+/// The timer (the responder's `write_watch`) fires no later than this write's limit, but may
+/// fire earlier (it was armed by an earlier write); an early firing re-arms it for this write's
+/// own limit.
+async fn within<T>(
+    timer: &mut Option<Pin<Box<monoio::time::Sleep>>>,
+    timeout: Duration,
+    work: impl Future<Output = T>,
+) -> Option<T> {
+    let started = monoio::time::Instant::now();
+    let limit = started + timeout;
+    let timer = timer.get_or_insert_with(|| Box::pin(monoio::time::sleep_until(limit)));
+    if timer.deadline() < started || timer.deadline() > limit {
+        timer.as_mut().reset(limit);
     }
+    let mut work = std::pin::pin!(work);
+    loop {
+        monoio::select! {
+            done = &mut work => return Some(done),
+            _ = timer.as_mut() => {
+                if monoio::time::Instant::now() >= limit {
+                    return None;
+                }
+                timer.as_mut().reset(limit);
+            }
+        }
+    }
+}
+
+/// An HTTP/1.x response head's framing decisions.
+struct Http1Framing {
+    http10: bool,
+    keep_alive: bool,
+}
+
+impl Http1Framing {
+    fn push_head<'h>(
+        &self,
+        b: &mut Vec<u8>,
+        status: u16,
+        content_type: &str,
+        length: Option<usize>,
+        headers: impl Iterator<Item = (&'h str, &'h str)>,
+    ) {
+        b.extend_from_slice(if self.http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
+        b.extend_from_slice(itoa::Buffer::new().format(status).as_bytes());
+        b.push(b' ');
+        b.extend_from_slice(reason_phrase(status).as_bytes());
+        b.extend_from_slice(b"\r\ncontent-type: ");
+        b.extend_from_slice(content_type.as_bytes());
+        match length {
+            Some(n) => {
+                b.extend_from_slice(b"\r\ncontent-length: ");
+                b.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            }
+            None if !self.http10 => b.extend_from_slice(b"\r\ntransfer-encoding: chunked"),
+            None => {}
+        }
+        for (k, v) in headers {
+            b.extend_from_slice(b"\r\n");
+            b.extend_from_slice(k.as_bytes());
+            b.extend_from_slice(b": ");
+            b.extend_from_slice(v.as_bytes());
+        }
+        let closing = !self.keep_alive || (length.is_none() && self.http10);
+        if closing {
+            b.extend_from_slice(b"\r\nconnection: close");
+        } else if self.http10 {
+            b.extend_from_slice(b"\r\nconnection: keep-alive");
+        }
+        b.extend_from_slice(b"\r\n\r\n");
+    }
+}
+
+/// Headers that are about one HTTP/1.x connection and have no meaning in HTTP/2 (RFC 9113
+/// §8.2.2: a message carrying them is malformed), dropped from relayed heads.
+const CONNECTION_HEADERS: [&str; 6] =
+    ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te"];
+
+/// An HTTP/2 response head. A header a relayed upstream sent that HTTP/2 cannot carry is
+/// dropped, with a log line.
+fn http2_head<'h>(
+    status: u16,
+    content_type: &str,
+    length: Option<usize>,
+    headers: impl Iterator<Item = (&'h str, &'h str)>,
+) -> http::Response<()> {
+    let mut head = http::Response::new(());
+    *head.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    let map = head.headers_mut();
+    let length = length.map(|n| n.to_string());
+    put_header(map, "content-type", content_type);
+    if let Some(n) = &length {
+        put_header(map, "content-length", n);
+    }
+    for (name, value) in headers {
+        if !CONNECTION_HEADERS.iter().any(|c| name.eq_ignore_ascii_case(c)) {
+            put_header(map, name, value);
+        }
+    }
+    head
+}
+
+fn put_header(map: &mut http::HeaderMap, name: &str, value: &str) {
+    match (http::HeaderName::from_bytes(name.as_bytes()), http::HeaderValue::from_str(value)) {
+        (Ok(name), Ok(value)) => {
+            map.append(name, value);
+        }
+        _ => tracing::warn!("HTTP/2 response: header {name:?} dropped (not a valid HTTP/2 header)"),
+    }
+}
+
+/// The HTTP/2 part of a write: the head if it has not gone yet, then the body bytes.
+async fn send_http2(
+    stream: &StreamOut,
+    head: Option<http::Response<()>>,
+    body: &[u8],
+    end: bool,
+) -> Result<(), ClientGone> {
+    if let Some(head) = head {
+        let head_ends = end && body.is_empty();
+        stream.send_head(head, head_ends)?;
+        if head_ends {
+            return Ok(());
+        }
+    }
+    if body.is_empty() && !end {
+        return Ok(());
+    }
+    stream.send_data(bytes::Bytes::copy_from_slice(body), end).await
 }
 
 /// Room for 16 hex digits + CRLF: enough for any chunk size, filled in by `flush`.
@@ -353,7 +500,7 @@ fn format_chunk_size(n: usize, out: &mut [u8; 18]) -> &[u8] {
     &out[..len + 2]
 }
 
-pub async fn client_gone(watch: &Reader) {
+async fn client_gone(watch: &Reader) {
     // SAFETY: monoio declares `TcpStream` `Split`: operations on its two halves are independent
     // (each takes its own handle on the descriptor when it starts), which is what lets the
     // writer send while this waits. Readiness and the peek below only read the descriptor, and

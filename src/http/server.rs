@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use monoio::net::{TcpListener, TcpStream};
 
-use super::conn::{serve_connection, Router};
+use super::conn::{serve_http1, Router};
+use super::sniff::{sniff, Protocol};
 use crate::limits;
 use crate::shard::ShardCtx;
 use shardgate_util::throttle::Throttle;
@@ -27,7 +28,8 @@ pub async fn serve(ctx: Rc<ShardCtx>) {
         }
     };
     if ctx.index == 0 {
-        tracing::info!("listening on http://{addr} ({} shards)", ctx.shared.shards);
+        let scheme = if ctx.shared.tls.is_some() { "https" } else { "http" };
+        tracing::info!("listening on {scheme}://{addr} ({} shards)", ctx.shared.shards);
     }
     let cap = ctx.shared.connections_per_shard;
     let lanes = [(Router::Api, cap), (Router::OverCap, limits::http_over_cap_connections_per_shard)];
@@ -50,6 +52,28 @@ pub async fn serve(ctx: Rc<ShardCtx>) {
             open.set(open.get() - 1);
         });
     }
+}
+
+/// Serves one accepted connection in the protocol it speaks, counted in the metrics.
+pub async fn serve_connection(ctx: Rc<ShardCtx>, stream: TcpStream, router: Router) {
+    ctx.metrics().connection_opened();
+    match (router, &ctx.shared.tls) {
+        (Router::Api, Some(tls)) => super::tls::serve(&ctx, tls.clone(), stream).await,
+        // HTTP/2 with prior knowledge shares the API port; the other lanes stay HTTP/1.x.
+        (Router::Api, None) => {
+            let deadline = Instant::now() + router.first_head_timeout();
+            match sniff(&stream, deadline).await {
+                Some(Protocol::Http1) => serve_http1(&ctx, stream, router).await,
+                Some(Protocol::Http2) => match stream.try_into_poll_io() {
+                    Ok(io) => super::http2::serve(&ctx, io).await,
+                    Err((e, _)) => tracing::debug!("shard {}: HTTP/2 connection not served: {e}", ctx.index),
+                },
+                None => {}
+            }
+        }
+        (Router::OverCap | Router::Metrics, _) => serve_http1(&ctx, stream, router).await,
+    }
+    ctx.metrics().connection_closed();
 }
 
 /// Accepts connections into lanes of bounded size (tried in order), and closes those no lane

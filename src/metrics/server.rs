@@ -28,7 +28,7 @@ pub fn spawn(ctx: Rc<ShardCtx>) {
             let Some((stream, router, open)) = acceptor.accept(&listener).await else { continue };
             let ctx = ctx.clone();
             monoio::spawn(async move {
-                crate::http::conn::serve_connection(ctx, stream, router).await;
+                crate::http::server::serve_connection(ctx, stream, router).await;
                 open.set(open.get() - 1);
             });
         }

@@ -75,11 +75,18 @@ pub struct Shared {
     pub connections_per_shard: usize,
     /// Stored responses and conversations (its own thread; every call is queued).
     pub store: shardgate_store::Store,
+    /// The API port's TLS configuration (`--tls-cert-path`), read at startup.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     model: OnceLock<Result<Arc<ModelAssets>, ModelError>>,
 }
 
 impl Shared {
-    pub fn new(config: Config, connections_per_shard: usize, store: shardgate_store::Store) -> Arc<Self> {
+    pub fn new(
+        config: Config,
+        connections_per_shard: usize,
+        store: shardgate_store::Store,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> Arc<Self> {
         let shards = config.shards;
         let registry = Registry::default();
         let parsers = ParserChoice::resolve(&config, &registry);
@@ -108,6 +115,7 @@ impl Shared {
                 draining: Default::default(),
                 connections_per_shard,
                 store,
+                tls,
                 model: OnceLock::new(),
                 config,
             }

@@ -17,7 +17,7 @@ use super::head::ResponseHead;
 use super::peek::{splice_model, Peek};
 use super::Upstream;
 use crate::http::request::Request;
-use crate::http::response::{client_gone, Responder};
+use crate::http::response::Responder;
 use crate::metrics::{Endpoint, ErrorType};
 use crate::shard::ShardCtx;
 use crate::workers::{Worker, WorkerStatus};
@@ -160,7 +160,7 @@ async fn attempt(
         r.start_chunked(head.status, content_type, &extra).await.map_err(|_| Failure::ClientGone)?;
         // One watch for the whole stream: a new one per piece cost a readiness request and its
         // cancellation on every chunk.
-        let mut gone = std::pin::pin!(client_gone(r.watch()));
+        let mut gone = r.gone();
         loop {
             piece.clear();
             let read = monoio::select! {
@@ -219,7 +219,7 @@ async fn exchange(
         let head = match sent {
             Ok(()) => monoio::select! {
                 head = conn.read_head(limit) => head,
-                _ = r.client_gone() => return Err(Failure::ClientGone),
+                _ = r.gone() => return Err(Failure::ClientGone),
             },
             Err(f) => Err(f),
         };

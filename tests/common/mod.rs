@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod h2c;
+pub mod h2raw;
 mod sim_bin;
 pub use sim_bin::sim_binary;
 

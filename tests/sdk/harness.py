@@ -1,5 +1,5 @@
 """Starts shardgate-sim (scripted) and shardgate for Python client tests; stdlib only."""
-import json, os, pathlib, socket, subprocess, tempfile, time, urllib.request
+import json, os, pathlib, socket, ssl, subprocess, tempfile, time, urllib.request
 
 
 def free_port():
@@ -46,9 +46,12 @@ def npm_model_dir(work, package, config):
 class Stack:
     """A scripted simulator behind a gateway; use as a context manager."""
 
-    def __init__(self, target, model_dir, work, script_text, sim_args=(), gateway_args=(), served="sdk-model"):
+    def __init__(self, target, model_dir, work, script_text, sim_args=(), gateway_args=(), served="sdk-model",
+                 ca_file=None):
         """`script_text`: the text the engine answers every prompt with, or a list of script
-        lines (`{"prompt_contains", "text"}`, the first line that matches answers)."""
+        lines (`{"prompt_contains", "text"}`, the first line that matches answers). `ca_file`:
+        the gateway serves TLS (its flags in `gateway_args`) with a certificate for 127.0.0.1
+        that this CA file verifies."""
         os.makedirs(work, exist_ok=True)
         script = os.path.join(work, "script.jsonl")
         lines = [{"text": script_text}] if isinstance(script_text, str) else script_text
@@ -70,10 +73,12 @@ class Stack:
                               "--data-dir", os.path.join(work, "data"), *gateway_args],
                              stderr=open(os.path.join(work, "gateway.log"), "w")),
         ]
+        self.scheme = "https" if ca_file else "http"
+        context = ssl.create_default_context(cafile=ca_file) if ca_file else None
         deadline = time.time() + 30
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readiness", timeout=2) as r:
+                with urllib.request.urlopen(f"{self.root_url}/readiness", timeout=2, context=context) as r:
                     if r.status == 200:
                         break
             except Exception:
@@ -89,12 +94,12 @@ class Stack:
 
     @property
     def base_url(self):
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.root_url}/v1"
 
     @property
     def root_url(self):
         """The gateway without `/v1` (the Anthropic SDK adds `/v1/messages` itself)."""
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def close(self):
         for p in self.procs:
