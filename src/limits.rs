@@ -145,6 +145,9 @@ pub const upstream_probe_timeout_s: u64 = 5;
 /// HTTP workers: failed requests in a row (refused, reset, stalled, malformed, 5xx) that mark a
 /// worker unhealthy until its `/health` answers again.
 pub const upstream_failures_max: u32 = 3;
+/// gRPC workers: HealthCheck answers in a row that fail (an unreachable or unhealthy engine)
+/// before a ready worker is declared lost; one slow answer under load is not a dead engine.
+pub const grpc_health_failures_max: u32 = 3;
 
 /// Requests: `n` (choices per request).
 pub const choices_per_request_max: u32 = 128;

@@ -14,8 +14,12 @@ use serde_json::{json, Value};
 use shardgate_grpc::testing::{self, Script};
 
 fn gateway(script: Script) -> Gateway {
-    let port = testing::start(script, 4096);
-    Gateway::start_with(Options { worker_url: Some(format!("grpc://127.0.0.1:{port}")), ..Options::default() })
+    gateway_of(&testing::start(script, 4096))
+}
+
+fn gateway_of(server: &testing::Server) -> Gateway {
+    let url = format!("grpc://127.0.0.1:{}", server.port);
+    Gateway::start_with(Options { worker_url: Some(url), ..Options::default() })
 }
 
 fn chat(stream: bool) -> Value {
@@ -86,4 +90,27 @@ fn a_fault_after_the_first_token_ends_the_stream_with_an_error_event() {
         assert!(!content.is_empty(), "{script:?}: the first token reached the client: {events:?}");
         common::eventually_within(Duration::from_secs(5), || worker_status(&g) == "ready", "the worker still ready");
     }
+}
+
+/// A servicer that stays up while its engine is dead answers HealthCheck unhealthy: after three
+/// such answers in a row the worker is lost (dead, no requests), and it is ready again once the
+/// engine is back.
+#[test]
+fn an_unhealthy_engine_behind_a_live_servicer_takes_the_worker_out() {
+    let server = testing::start(Script::Healthy { tokens: 2 }, 4096);
+    let g = gateway_of(&server);
+    server.healthy.store(false, std::sync::atomic::Ordering::Relaxed);
+    common::eventually_within(Duration::from_secs(15), || worker_status(&g) == "dead", "the worker dead");
+    assert!(g.logs().contains("HealthCheck failed (3 in a row)"), "{}", g.logs());
+    let r = g.post_json("/v1/chat/completions", &chat(false));
+    assert_eq!(r.status, 503, "{}", r.text());
+    // The reconnects find the engine still dead: the worker is not ready again in between.
+    let until = std::time::Instant::now() + Duration::from_secs(4);
+    while std::time::Instant::now() < until {
+        assert_ne!(worker_status(&g), "ready", "ready while the engine is dead");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.healthy.store(true, std::sync::atomic::Ordering::Relaxed);
+    common::eventually_within(Duration::from_secs(15), || worker_status(&g) == "ready", "the worker ready again");
+    assert_eq!(g.post_json("/v1/chat/completions", &chat(false)).status, 200);
 }

@@ -4,6 +4,8 @@
 //! the real servicer does for a one-rank engine; vLLM's Control service is absent
 //! (UNIMPLEMENTED), so detection picks SMG's.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -34,29 +36,40 @@ pub const TOKEN: u32 = 42;
 /// The message of the scripted error statuses.
 pub const ERROR_MESSAGE: &str = "engine fell over";
 
-/// Starts a server on 127.0.0.1 (a free port, returned) that answers every Generate with
-/// `script`; it runs until the process exits.
-pub fn start(script: Script, max_model_len: u32) -> u16 {
+/// A running scripted server.
+pub struct Server {
+    pub port: u16,
+    /// What HealthCheck answers (`healthy`); a test clears it to play an engine that died under
+    /// a live servicer.
+    pub healthy: Arc<AtomicBool>,
+}
+
+/// Starts a server on 127.0.0.1 (a free port) that answers every Generate with `script`; it
+/// runs until the process exits.
+pub fn start(script: Script, max_model_len: u32) -> Server {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("scripted server port");
     let port = listener.local_addr().expect("local address").port();
+    let healthy = Arc::new(AtomicBool::new(true));
+    let health = healthy.clone();
     std::thread::spawn(move || {
         let mut rt = monoio::RuntimeBuilder::<monoio::FusionDriver>::new().enable_timer().build().expect("runtime");
         rt.block_on(async move {
             let listener = monoio::net::TcpListener::from_std(listener).expect("listener");
             while let Ok((tcp, _)) = listener.accept().await {
-                monoio::spawn(connection(tcp, script, max_model_len));
+                monoio::spawn(connection(tcp, script, max_model_len, health.clone()));
             }
         });
     });
-    port
+    Server { port, healthy }
 }
 
-async fn connection(tcp: monoio::net::TcpStream, script: Script, max_model_len: u32) {
+async fn connection(tcp: monoio::net::TcpStream, script: Script, max_model_len: u32, healthy: Arc<AtomicBool>) {
     let Ok(io) = tcp.try_into_poll_io() else { return };
     let Ok(mut conn) = h2::server::handshake(io).await else { return };
     while let Some(Ok((request, respond))) = conn.accept().await {
         let path = request.uri().path().to_string();
-        monoio::spawn(answer(path, respond, script, max_model_len));
+        let healthy = healthy.load(Ordering::Relaxed);
+        monoio::spawn(answer(path, respond, script, max_model_len, healthy));
     }
 }
 
@@ -95,7 +108,7 @@ fn trailers_only(mut respond: SendResponse<Bytes>, code: u32, text: &str) {
     let _ = respond.send_response(h, true);
 }
 
-async fn answer(path: String, respond: SendResponse<Bytes>, script: Script, max_model_len: u32) {
+async fn answer(path: String, respond: SendResponse<Bytes>, script: Script, max_model_len: u32, healthy: bool) {
     let method = path.rsplit('/').next().unwrap_or_default();
     if !path.starts_with("/vllm.grpc.engine.VllmEngine/") {
         return trailers_only(respond, 12, "unknown service");
@@ -120,7 +133,10 @@ async fn answer(path: String, respond: SendResponse<Bytes>, script: Script, max_
             };
             unary(respond, message(&s))
         }
-        "HealthCheck" => unary(respond, message(&pb::HealthCheckResponse { healthy: true, message: String::new() })),
+        "HealthCheck" => {
+            let message_text = if healthy { String::new() } else { "engine dead".to_string() };
+            unary(respond, message(&pb::HealthCheckResponse { healthy, message: message_text }))
+        }
         "GetLoads" => {
             let loads = pb::GetLoadsResponse {
                 dp_rank_count: 1,

@@ -13,6 +13,7 @@ use shardgate_tls::ClientTls;
 
 use crate::engine::grpc::transport::GrpcAttachment;
 use crate::engine::link::Attachment;
+use crate::engine::loss::LinkLoss;
 use crate::routing::RankTable;
 use crate::shard::mailbox::ShardMsg;
 use crate::shard::ShardCtx;
@@ -71,12 +72,48 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
     forget(&ctx, &worker);
 }
 
-/// Connects once, detects the service, and reads what the gateway needs from the worker.
+/// Connects once, detects the service, reads what the gateway needs from the worker, and asks
+/// whether its engine is alive.
 async fn check(addr: &str, tls: Option<&ClientTls>) -> Result<(Service, ModelInfo), Fault> {
     let channel = Rc::new(Channel::connect(addr, tls).await?);
     let service = Service::detect(&channel).await?;
-    let info = WorkerClient::new(service, channel).model_info().await?;
+    let client = WorkerClient::new(service, channel);
+    let info = client.model_info().await?;
+    // A servicer whose engine is dead answers everything but HealthCheck: not ready yet.
+    client.health_check().await?;
     Ok((service, info))
+}
+
+/// Asks the worker's HealthCheck every `interval_s` on a connection of its own, and returns
+/// once `limits::grpc_health_failures_max` answers in a row failed.
+async fn health(addr: &str, tls: Option<&ClientTls>, service: Service, interval_s: u64) -> LinkLoss {
+    let mut failures = 0;
+    let mut client: Option<WorkerClient> = None;
+    loop {
+        monoio::time::sleep(Duration::from_secs(interval_s.max(1))).await;
+        let answer = match client.as_ref().filter(|c| c.channel().ended().is_none()) {
+            Some(c) => c.health_check().await,
+            None => match Channel::connect(addr, tls).await {
+                Ok(channel) => {
+                    let c = WorkerClient::new(service, Rc::new(channel));
+                    let answer = c.health_check().await;
+                    client = Some(c);
+                    answer
+                }
+                Err(e) => Err(e),
+            },
+        };
+        match answer {
+            Ok(()) => failures = 0,
+            Err(e) => {
+                failures += 1;
+                tracing::warn!("gRPC worker at {addr}: HealthCheck failed ({failures} in a row): {e}");
+                if failures >= crate::limits::grpc_health_failures_max {
+                    return LinkLoss::Grpc(Arc::new(e));
+                }
+            }
+        }
+    }
 }
 
 /// Hands out the attachments, marks the worker ready, and returns once it is lost or drained.
@@ -125,7 +162,12 @@ async fn serve_connection(
             info.max_model_len,
             info.server
         );
-        let ended = watch(ctx, worker).await;
+        // The connection's keep-alive finds a vanished host; HealthCheck finds a servicer whose
+        // engine died under it.
+        let ended = monoio::select! {
+            ended = watch(ctx, worker) => ended,
+            why = health(addr, tls.as_ref(), service, shared.config.health_check_interval_s) => Ended::Lost(why),
+        };
         if let Ended::Lost(reason) = &ended {
             tracing::error!("gRPC worker {} lost: {reason}", worker.url());
         }
