@@ -52,7 +52,8 @@ fn zmq_grpc_and_http_workers_share_a_model_under_every_policy() {
         for i in 0..n {
             // Prompts that share no prefix beyond the JSON around them: cache_aware has nothing
             // to stick to, and balances.
-            let content = format!("{:016x}", (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)).repeat(8);
+            let seed: u64 = i + 1;
+            let content = format!("{:016x}", seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).repeat(8);
             let body = json!({"model": "test-model", "max_tokens": 3,
                               "messages": [{"role": "user", "content": content}]});
             let r = g.post_json("/v1/chat/completions", &body);
