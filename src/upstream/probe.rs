@@ -22,6 +22,7 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
     let interval = Duration::from_secs(ctx.shared.config.health_check_interval_s);
     // Checked when the worker was added: an https:// worker has a configuration.
     let tls = if up.tls { ctx.shared.config.worker_tls.get().ok() } else { None };
+    let mut exits_seen = worker.config.engine.as_ref().map(|e| e.0.exit_count());
     loop {
         if worker.drained() {
             ctx.shared.registry.remove(worker.key);
@@ -35,6 +36,14 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
         monoio::select! {
             _ = monoio::time::sleep(interval) => {}
             _ = worker.supervisor_event(Worker::drained) => {}
+            // A server `serve` started has exited: unhealthy at once, not at the next probe;
+            // its restart is ready when its /health answers again.
+            _ = crate::workers::supervisor::engine_exited(&worker, exits_seen) => {
+                exits_seen = worker.config.engine.as_ref().map(|e| e.0.exit_count());
+                tracing::warn!("HTTP worker {} is unhealthy: its engine exited", up.url);
+                worker.set_status(WorkerStatus::Dead);
+                ctx.upstreams.forget(worker.key);
+            }
         }
     }
 }

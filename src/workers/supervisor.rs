@@ -167,7 +167,7 @@ fn release_sockets(ctx: &ShardCtx, worker: &Worker) {
 
 /// Resolves once the worker's engine process, which `serve` supervises, has exited more often
 /// than `seen` (never for an engine started by hand).
-async fn engine_exited(worker: &Worker, seen: Option<u64>) {
+pub(crate) async fn engine_exited(worker: &Worker, seen: Option<u64>) {
     match (&worker.config.engine, seen) {
         (Some(engine), Some(seen)) => engine.0.exited_after(seen).await,
         _ => std::future::pending().await,
