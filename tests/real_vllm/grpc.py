@@ -115,8 +115,10 @@ def main():
         # The gateway's own pipeline over a gRPC worker is SMG's router_type="grpc".
         served = [l for l in metrics.decode().splitlines()
                   if l.startswith('smg_router_requests_total{router_type="grpc",connection_mode="grpc"')]
-        if sum(float(l.rsplit(" ", 1)[1]) for l in served) < len(reqs):
-            failures.append(f"smg_router_requests_total under router_type=grpc counts fewer than {len(reqs)}: {served}")
+        # Every request the gateway answered 200 ran a generation (refusals are counted as errors).
+        generated = sum(1 for r in ours if r.get("status") == 200)
+        if sum(float(l.rsplit(" ", 1)[1]) for l in served) != generated:
+            failures.append(f"smg_router_requests_total under router_type=grpc is not {generated}: {served}")
         worker, faults = fault_check(base, args.worker, work, worker)
         failures += faults
     finally:
