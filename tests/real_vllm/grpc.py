@@ -12,6 +12,7 @@ Opt-in (needs tools/real-vllm/setup.sh and tools/grpc-workers/setup.sh); stdlib 
 Ports: SHARDGATE_TEST_PORT_BASE (default 18100) and the next 19. Exit status 0 = identical
 answers and the fault check passed."""
 import argparse, json, os, signal, subprocess, sys, threading, time
+import http.client as http_client
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from differential import HOME, MODEL, NAME, ROOT, cases, http, run_all, same, wait_http  # noqa: E402
@@ -58,20 +59,34 @@ def fault_check(base, kind, work, worker):
     failures = []
     answer = {}
 
+    started = threading.Event()
+
     def long_request():
-        body = {"model": NAME, "prompt": "1, 2, 3,", "max_tokens": 800, "temperature": 0, "ignore_eos": True}
+        # Streamed, so the kill comes after the first token however fast the engine is.
+        body = {"model": NAME, "prompt": "1, 2, 3,", "max_tokens": 1000, "temperature": 0, "ignore_eos": True,
+                "stream": True}
+        events = answer.setdefault("events", [])
         try:
-            answer["status"], answer["raw"] = http("POST", base + "/v1/completions", body, timeout=120)
+            host, port = base.split("//")[1].split(":")
+            conn = http_client.HTTPConnection(host, int(port), timeout=120)
+            conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+            for line in conn.getresponse():
+                line = line.decode().strip()
+                if line.startswith("data: "):
+                    events.append(line[6:])
+                    started.set()
         except Exception as e:  # the connection itself failing is not a clean answer
             answer["error"] = repr(e)
+        started.set()
 
     t = threading.Thread(target=long_request)
     t.start()
-    time.sleep(3)
+    started.wait(120)
     stop(worker)
     t.join(60)
-    if t.is_alive() or "error" in answer or answer.get("status", 200) < 500:
-        failures.append(f"request in flight on the killed worker: {answer}")
+    events = answer.get("events", [])
+    if t.is_alive() or "error" in answer or events[-1:] != ["[DONE]"] or '"error"' not in "".join(events[-2:-1]):
+        failures.append(f"request in flight on the killed worker did not end with an error event: {events[-2:]} {answer.get('error')}")
     if not wait_status(base, "dead", 30):
         failures.append(f"worker not dead after the kill: {worker_status(base)}")
     status, _ = http("POST", base + "/v1/completions", {"model": NAME, "prompt": "hi", "max_tokens": 2})
