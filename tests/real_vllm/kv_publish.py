@@ -30,6 +30,7 @@ import argparse, json, os, signal, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from differential import MODEL, NAME, ROOT, TOOLS, handshake_port, http, wait_http  # noqa: E402
+from kv_events import kv_ranks, wait_for  # noqa: E402
 
 import msgspec  # noqa: E402
 import zmq  # noqa: E402
@@ -68,21 +69,6 @@ def gateway(port, metrics, worker, engines, *flags, log):
                              "--model-path", MODEL, "--served-model-name", NAME, "--host", "127.0.0.1",
                              "--port", str(port), "--metrics-port", str(metrics), "--zmq-engine-count",
                              str(engines), *flags], stderr=open(log, "w"))
-
-
-def wait_for(what, check, limit=30):
-    deadline = time.time() + limit
-    while time.time() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise RuntimeError(f"timed out waiting for {what}")
-
-
-def kv_ranks(port):
-    _, raw = http("GET", f"http://127.0.0.1:{port}/workers")
-    return [r.get("kv_events") for r in json.loads(raw)["workers"][0]["load"]["ranks"]]
 
 
 class HostStream:
