@@ -10,20 +10,14 @@ use std::time::Duration;
 
 use common::{Gateway, Options};
 use serde_json::json;
+use shardgate_tls::testing::Pki;
 
+/// The gateway's TLS flags, with a certificate for 127.0.0.1 from a throwaway CA (nghttp and
+/// h2load do not verify it).
 fn tls_flags(dir: &Path) -> Vec<String> {
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
-        .args(["-subj", "/CN=127.0.0.1", "-keyout"])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("the openssl CLI");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let leaf = Pki::new(dir, "front").leaf("server", &["127.0.0.1"]);
     let p = |p: &Path| p.display().to_string();
-    vec!["--tls-cert-path".into(), p(&cert), "--tls-key-path".into(), p(&key)]
+    vec!["--tls-cert-path".into(), p(&leaf.cert), "--tls-key-path".into(), p(&leaf.key)]
 }
 
 fn tool(name: &str, args: &[&str]) -> String {

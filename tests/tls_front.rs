@@ -1,6 +1,6 @@
 //! TLS on the API port (`--tls-cert-path` / `--tls-key-path`): HTTP/2 and HTTP/1.1 chosen by
 //! ALPN, checked with curl (a real client, its own TLS and HTTP/2 stacks) against a
-//! self-signed certificate made by the `openssl` CLI; a client leaving a TLS stream aborts
+//! certificate from a throwaway CA (`shardgate_tls::testing`); a client leaving a TLS stream aborts
 //! its request on the engine; bad files are refused at startup with a message naming them.
 
 mod common;
@@ -11,26 +11,19 @@ use std::time::Duration;
 
 use common::{Gateway, Options};
 use serde_json::json;
+use shardgate_tls::testing::Pki;
 
-/// A self-signed certificate for `localhost` and its key, in `dir`.
-fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
-        .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("the openssl CLI");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    (cert, key)
+/// A certificate for `localhost`, its key, and the CA that signed it (what clients trust),
+/// in `dir`.
+fn certificate(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let pki = Pki::new(dir, "front");
+    let leaf = pki.leaf("server", &["localhost"]);
+    (leaf.cert, leaf.key, pki.ca_path())
 }
 
 fn tls_gateway() -> (Gateway, PathBuf) {
     let dir = common::test_dir();
-    let (cert, key) = self_signed(&dir);
+    let (cert, key, ca) = certificate(&dir);
     let args = vec![
         "--tls-cert-path".to_string(),
         cert.display().to_string(),
@@ -41,17 +34,17 @@ fn tls_gateway() -> (Gateway, PathBuf) {
     // The harness's own readiness probe speaks cleartext.
     common::eventually_within(
         Duration::from_secs(30),
-        || curl(g.port, &cert, "--http1.1", "/readiness", None, &[]).1 == "1.1 200",
+        || curl(g.port, &ca, "--http1.1", "/readiness", None, &[]).1 == "1.1 200",
         "readiness over TLS",
     );
-    (g, cert)
+    (g, ca)
 }
 
-/// curl against the gateway's TLS port as `https://localhost`, trusting only `cert`; its
+/// curl against the gateway's TLS port as `https://localhost`, trusting only the CA `ca`; its
 /// stdout, and the HTTP version and status it reports last.
-fn curl(port: u16, cert: &Path, protocol: &str, path: &str, body: Option<&str>, extra: &[&str]) -> (String, String) {
+fn curl(port: u16, ca: &Path, protocol: &str, path: &str, body: Option<&str>, extra: &[&str]) -> (String, String) {
     let mut c = Command::new("curl");
-    c.args(["-sS", protocol, "--cacert"]).arg(cert);
+    c.args(["-sS", protocol, "--cacert"]).arg(ca);
     c.args(["--resolve", &format!("localhost:{port}:127.0.0.1"), "-w", "\n%{http_version} %{http_code}"]);
     if let Some(body) = body {
         c.args(["-H", "content-type: application/json", "-d", body]);
@@ -64,23 +57,23 @@ fn curl(port: u16, cert: &Path, protocol: &str, path: &str, body: Option<&str>, 
 
 #[test]
 fn alpn_chooses_http2_or_http1_and_both_serve_every_kind_of_response() {
-    let (g, cert) = tls_gateway();
+    let (g, ca) = tls_gateway();
     let stream = json!({"model": "test-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
                         "stream": true})
     .to_string();
     let one_shot = json!({"model": "test-model", "prompt": "go", "max_tokens": 3}).to_string();
     // (curl's protocol flag, the version it must report)
     for (flag, version) in [("--http2", "2"), ("--http1.1", "1.1")] {
-        let (body, last) = curl(g.port, &cert, flag, "/v1/models", None, &[]);
+        let (body, last) = curl(g.port, &ca, flag, "/v1/models", None, &[]);
         assert_eq!(last, format!("{version} 200"), "{flag}: {body}");
         assert!(body.contains("test-model"), "{flag}: {body}");
-        let (body, last) = curl(g.port, &cert, flag, "/v1/chat/completions", Some(&stream), &[]);
+        let (body, last) = curl(g.port, &ca, flag, "/v1/chat/completions", Some(&stream), &[]);
         assert_eq!(last, format!("{version} 200"), "{flag}: {body}");
         assert_eq!(body.matches("data: ").count(), 5 + 3, "{flag}: role, 5 tokens, finish, [DONE]: {body}");
         assert!(body.trim_end().ends_with("data: [DONE]"), "{flag}: {body}");
-        let (body, last) = curl(g.port, &cert, flag, "/v1/completions", Some(&one_shot), &[]);
+        let (body, last) = curl(g.port, &ca, flag, "/v1/completions", Some(&one_shot), &[]);
         assert_eq!(last, format!("{version} 200"), "{flag}: {body}");
-        let (body, last) = curl(g.port, &cert, flag, "/v1/completions", Some("{"), &[]);
+        let (body, last) = curl(g.port, &ca, flag, "/v1/completions", Some("{"), &[]);
         assert_eq!(last, format!("{version} 400"), "{flag}: {body}");
     }
     // Cleartext on the TLS port gets no HTTP answer, and the failed handshake is logged.
@@ -96,12 +89,12 @@ fn alpn_chooses_http2_or_http1_and_both_serve_every_kind_of_response() {
 
 #[test]
 fn a_client_leaving_a_tls_stream_aborts_its_request_on_the_engine() {
-    let (g, cert) = tls_gateway();
+    let (g, ca) = tls_gateway();
     let body = json!({"model": "test-model", "prompt": "go", "max_tokens": 5000, "ignore_eos": true, "stream": true})
         .to_string();
     for (n, flag) in ["--http2", "--http1.1"].into_iter().enumerate() {
         // curl gives up after a second, well before the 5,000 tokens.
-        let (_, last) = curl(g.port, &cert, flag, "/v1/completions", Some(&body), &["-m", "1"]);
+        let (_, last) = curl(g.port, &ca, flag, "/v1/completions", Some(&body), &["-m", "1"]);
         assert!(last.ends_with(" 200"), "{flag}: {last}");
         common::eventually(|| g.aborted_ids().len() > n, "the abandoned request's ABORT");
     }
@@ -110,10 +103,8 @@ fn a_client_leaving_a_tls_stream_aborts_its_request_on_the_engine() {
 #[test]
 fn bad_certificate_or_key_files_are_refused_at_startup() {
     let dir = common::test_dir();
-    let (cert, key) = self_signed(&dir);
-    let other = dir.join("other");
-    std::fs::create_dir_all(&other).unwrap();
-    let (_, other_key) = self_signed(&other);
+    let (cert, key, _) = certificate(&dir);
+    let (_, other_key, _) = certificate(&dir.join("other"));
     let garbage = dir.join("garbage.pem");
     std::fs::write(&garbage, "not a certificate\n").unwrap();
     let missing = dir.join("missing.pem");
