@@ -193,12 +193,7 @@ async fn serve_connection(
     let Some(rank_count) = std::num::NonZeroUsize::new(engines.len()) else {
         return Ended::Failed(HandshakeError::NoEngines);
     };
-    let ranks = RankTable::new(rank_count);
-    if let Some(previous) = worker.ranks() {
-        ranks.carry_totals(&previous);
-    }
-    let ranks = Arc::new(ranks);
-    worker.set_ranks(ranks.clone());
+    let ranks = new_ranks(worker, rank_count);
     worker.set_kv_cache(super::KvCacheShape {
         block_size: engines.first().map_or(0, |e| e.registration.block_size),
         gpu_blocks: engines.iter().map(|e| e.registration.num_gpu_blocks).sum(),
@@ -210,18 +205,10 @@ async fn serve_connection(
             worker.url()
         );
     }
-    let done = Arc::new(AtomicUsize::new(shared.shards));
-    for (k, sockets) in link_sockets(worker, shared.shards, connected.pairs).into_iter().enumerate() {
-        shared.mailboxes[k].post(ShardMsg::Attach {
-            worker: worker.key,
-            epoch,
-            attachment: Attachment::Zmq(ZmqAttachment { sockets, zmq: shared.zmq.clone(), engines: engines.clone() }),
-            ranks: ranks.clone(),
-            done: done.clone(),
-        });
-    }
-    wait_for_shards(&done).await;
-    let ended = if let Some(reason) = worker.take_lost() {
+    let attachments = link_sockets(worker, shared.shards, connected.pairs)
+        .into_iter()
+        .map(|sockets| Attachment::Zmq(ZmqAttachment { sockets, zmq: shared.zmq.clone(), engines: engines.clone() }));
+    let ended = if let Some(reason) = attach_all(shared, worker, epoch, &ranks, attachments).await {
         tracing::warn!("ZMQ worker {} lost while attaching: {reason}", worker.url());
         Ended::Lost(reason)
     } else {
@@ -293,7 +280,41 @@ fn link_sockets(worker: &Worker, shards: usize, pairs: Vec<(zmtp::Socket, zmtp::
 }
 
 /// Waits until every shard has processed a hand-over message.
-pub(super) async fn wait_for_shards(done: &AtomicUsize) {
+/// A fresh rank table for a connected period, carrying the previous period's request totals.
+pub(super) fn new_ranks(worker: &Worker, count: std::num::NonZeroUsize) -> Arc<RankTable> {
+    let ranks = RankTable::new(count);
+    if let Some(previous) = worker.ranks() {
+        ranks.carry_totals(&previous);
+    }
+    let ranks = Arc::new(ranks);
+    worker.set_ranks(ranks.clone());
+    ranks
+}
+
+/// Hands shard k the k-th of `attachments` and waits until every shard has attached; a loss
+/// reported meanwhile comes back (the worker is then not ready).
+pub(super) async fn attach_all(
+    shared: &Shared,
+    worker: &Worker,
+    epoch: u64,
+    ranks: &Arc<RankTable>,
+    attachments: impl Iterator<Item = Attachment>,
+) -> Option<LinkLoss> {
+    let done = Arc::new(AtomicUsize::new(shared.shards));
+    for (mailbox, attachment) in shared.mailboxes.iter().zip(attachments) {
+        mailbox.post(ShardMsg::Attach {
+            worker: worker.key,
+            epoch,
+            attachment,
+            ranks: ranks.clone(),
+            done: done.clone(),
+        });
+    }
+    wait_for_shards(&done).await;
+    worker.take_lost()
+}
+
+async fn wait_for_shards(done: &AtomicUsize) {
     while done.load(Ordering::Acquire) > 0 {
         monoio::time::sleep(Duration::from_millis(1)).await;
     }

@@ -4,7 +4,7 @@
 //! until it answers again. A removal request drains it as for a ZMQ worker.
 
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,10 +14,8 @@ use shardgate_tls::ClientTls;
 use crate::engine::grpc::transport::GrpcAttachment;
 use crate::engine::link::Attachment;
 use crate::engine::loss::LinkLoss;
-use crate::routing::RankTable;
-use crate::shard::mailbox::ShardMsg;
 use crate::shard::ShardCtx;
-use crate::workers::supervisor::{detach_all, forget, removal_requested, wait_for_shards, watch, Ended};
+use crate::workers::supervisor::{attach_all, detach_all, forget, new_ranks, removal_requested, watch, Ended};
 use crate::workers::{Worker, WorkerStatus};
 
 pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
@@ -132,26 +130,11 @@ async fn serve_connection(
         Service::Smg => info.data_parallel_size.max(1) as usize,
         Service::Vllm => 1,
     };
-    let ranks = RankTable::new(std::num::NonZeroUsize::new(rank_count).unwrap_or(std::num::NonZeroUsize::MIN));
-    if let Some(previous) = worker.ranks() {
-        ranks.carry_totals(&previous);
-    }
-    let ranks = Arc::new(ranks);
-    worker.set_ranks(ranks.clone());
+    let ranks = new_ranks(worker, std::num::NonZeroUsize::new(rank_count).unwrap_or(std::num::NonZeroUsize::MIN));
     let attachment =
         GrpcAttachment { addr: addr.to_string(), tls: tls.clone(), service, max_model_len: info.max_model_len };
-    let done = Arc::new(AtomicUsize::new(shared.shards));
-    for mailbox in &shared.mailboxes {
-        mailbox.post(ShardMsg::Attach {
-            worker: worker.key,
-            epoch,
-            attachment: Attachment::Grpc(attachment.clone()),
-            ranks: ranks.clone(),
-            done: done.clone(),
-        });
-    }
-    wait_for_shards(&done).await;
-    let ended = if let Some(reason) = worker.take_lost() {
+    let attachments = std::iter::repeat_with(|| Attachment::Grpc(attachment.clone())).take(shared.shards);
+    let ended = if let Some(reason) = attach_all(shared, worker, epoch, &ranks, attachments).await {
         tracing::warn!("gRPC worker {} lost while attaching: {reason}", worker.url());
         Ended::Lost(reason)
     } else {
