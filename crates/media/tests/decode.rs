@@ -21,20 +21,9 @@ fn png_header(width: u32, height: u32) -> Vec<u8> {
     out.truncate(33);
     out[16..20].copy_from_slice(&width.to_be_bytes());
     out[20..24].copy_from_slice(&height.to_be_bytes());
-    let crc = crc(&out[12..29]);
+    let crc = crc32fast::hash(&out[12..29]);
     out[29..33].copy_from_slice(&crc.to_be_bytes());
     out
-}
-
-fn crc(bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in bytes {
-        crc ^= b as u32;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xedb8_8320 } else { crc >> 1 };
-        }
-    }
-    !crc
 }
 
 /// A one-pixel GIF whose logical screen claims `width` x `height`.

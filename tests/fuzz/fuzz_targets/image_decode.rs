@@ -18,17 +18,6 @@ use shardgate_media::{decode, sniff, DecodeLimits, MediaError};
 
 const LIMITS: DecodeLimits = DecodeLimits { bytes_max: 1 << 20, pixels_max: 1 << 20, side_px_max: 4096 };
 
-fn crc(bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in bytes {
-        crc ^= b as u32;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xedb8_8320 } else { crc >> 1 };
-        }
-    }
-    !crc
-}
-
 /// A header claiming `width` x `height` in the format `kind` picks, then `rest`.
 fn header(kind: u8, width: u32, height: u32, rest: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -38,7 +27,7 @@ fn header(kind: u8, width: u32, height: u32, rest: &[u8]) -> Vec<u8> {
             out.extend_from_slice(&width.to_be_bytes());
             out.extend_from_slice(&height.to_be_bytes());
             out.extend_from_slice(&[8, 2, 0, 0, 0]);
-            let crc = crc(&out[12..29]);
+            let crc = crc32fast::hash(&out[12..29]);
             out.extend_from_slice(&crc.to_be_bytes());
         }
         1 => {
