@@ -44,19 +44,8 @@ enum Attempt {
 pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
     let shared = ctx.shared.clone();
     let probe_interval = Duration::from_secs(shared.config.health_check_interval_s);
-    loop {
-        if worker.is_removing() {
-            break;
-        }
-        if shared.draining.load(Ordering::Acquire) {
-            // Shutting down: `serve` is stopping the engines, and nothing is bound for them again.
-            removal_requested(&worker).await;
-            break;
-        }
-        worker.set_status(WorkerStatus::Pending);
+    while let Some(epoch) = next_period(&shared, &worker).await {
         let exits_seen = worker.config.engine.as_ref().map(|e| e.0.exit_count());
-        let epoch = worker.next_epoch();
-        let _ = worker.take_lost();
         let attempt = match sharing_files(&ctx, &worker) {
             Some(other) => Attempt::Done(Err(HandshakeError::SharedFiles { other: other.url().to_string() })),
             None => monoio::select! {
@@ -280,6 +269,24 @@ fn link_sockets(worker: &Worker, shards: usize, pairs: Vec<(zmtp::Socket, zmtp::
 }
 
 /// Waits until every shard has processed a hand-over message.
+/// The start of a connected period: the worker pending, a new epoch, any loss reported for the
+/// last one cleared. `None` when the supervisor stops instead: the worker is being removed,
+/// or the gateway is draining (then after the removal that follows; nothing is bound for the
+/// worker again, and `serve` is stopping its engines).
+pub(super) async fn next_period(shared: &Shared, worker: &Worker) -> Option<u64> {
+    if worker.is_removing() {
+        return None;
+    }
+    if shared.draining.load(Ordering::Acquire) {
+        removal_requested(worker).await;
+        return None;
+    }
+    worker.set_status(WorkerStatus::Pending);
+    let epoch = worker.next_epoch();
+    let _ = worker.take_lost();
+    Some(epoch)
+}
+
 /// A fresh rank table for a connected period, carrying the previous period's request totals.
 pub(super) fn new_ranks(worker: &Worker, count: std::num::NonZeroUsize) -> Arc<RankTable> {
     let ranks = RankTable::new(count);

@@ -4,7 +4,6 @@
 //! until it answers again. A removal request drains it as for a ZMQ worker.
 
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +14,9 @@ use crate::engine::grpc::transport::GrpcAttachment;
 use crate::engine::link::Attachment;
 use crate::engine::loss::LinkLoss;
 use crate::shard::ShardCtx;
-use crate::workers::supervisor::{attach_all, detach_all, forget, new_ranks, removal_requested, watch, Ended};
+use crate::workers::supervisor::{
+    attach_all, detach_all, forget, new_ranks, next_period, removal_requested, watch, Ended,
+};
 use crate::workers::{Worker, WorkerStatus};
 
 pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
@@ -25,17 +26,7 @@ pub async fn supervise(ctx: Rc<ShardCtx>, worker: Arc<Worker>) {
     let tls = if worker.config.tls() { shared.config.worker_tls.get().ok() } else { None };
     let probe_interval_ms = shared.config.health_check_interval_s * 1000;
     let mut backoff = Backoff::default();
-    loop {
-        if worker.is_removing() {
-            break;
-        }
-        if shared.draining.load(Ordering::Acquire) {
-            removal_requested(&worker).await;
-            break;
-        }
-        worker.set_status(WorkerStatus::Pending);
-        let epoch = worker.next_epoch();
-        let _ = worker.take_lost();
+    while let Some(epoch) = next_period(&shared, &worker).await {
         let checked = monoio::select! {
             r = check(&addr, tls.as_ref()) => r,
             _ = removal_requested(&worker) => break,
