@@ -18,6 +18,14 @@ pub fn demo_model() -> ModelAssets {
     .expect("model")
 }
 
+/// `tokenizers` itself on the demo model's `tokenizer.json`: the side-by-side reference (the
+/// gateway drops its own copy after load).
+#[allow(dead_code)] // not every bench compares against it
+pub fn demo_reference_tokenizer() -> tokenizers::Tokenizer {
+    let dir = shardgate_text::demo_model::ensure().expect("demo model");
+    tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).expect("tokenizers loads it")
+}
+
 /// A sentence of ordinary prose, repeated to make prompts of known shape.
 pub const PROSE: &str = "The gateway keeps every shard's work on its own core, so a request's tokens never cross \
                          a cache line owned by another thread; caches, sockets and buffers stay local. ";

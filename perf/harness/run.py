@@ -16,7 +16,7 @@ registration and SchedulerStats, which vllm-rs 0.33.0 and SMG require. (Run-sets
 control that shows its cost was taken out.)
 
 Usage: perf/harness/setup.sh && perf/harness/run.py [--workloads a,b,c8,c64,d,t]
-       [--gateways shardgate,vllm-rs,smg,shardgate-hf-tokenizer,shardgate-before,sink] [--duration 20]
+       [--gateways shardgate,vllm-rs,smg,shardgate-hf-tokenizer,shardgate-thp,shardgate-before,sink] [--duration 20]
        [--before-bin PATH]   (shardgate-before: another build of the gateway, side by side)
        [--aging ROUNDS --aging-gateways shardgate,vllm-rs,smg]
        perf/harness/run.py --summarize perf/results/<ts>.json   (re-print the tables)
@@ -340,6 +340,10 @@ def gateway_cmd(gw, env, run_dir, port, model_dir):
         if gw == "shardgate-hf-tokenizer":
             # the same gateway encoding with `tokenizers` instead of its fast BPE, side by side
             cmd = ["env", "SHARDGATE_FAST_BPE=0"] + cmd
+        if gw == "shardgate-thp":
+            # the same gateway with mimalloc's arena committed up front (transparent huge
+            # pages), as before it committed on demand: the memory/CPU trade side by side
+            cmd = ["env", "MIMALLOC_ARENA_EAGER_COMMIT=2"] + cmd
         if gw == "shardgate-before":
             # another build of the gateway (--before-bin), same flags and simulator: a
             # change measured side by side with the code before it, in one run-set

@@ -13,6 +13,9 @@ pub mod msgpack_gen;
 pub struct Model {
     pub assets: ModelAssets,
     pub renderer: Renderer,
+    /// `tokenizers` itself on the same `tokenizer.json`: the reference the gateway's own
+    /// encoder and decoder are checked against (the gateway drops its copy after load).
+    pub reference: tokenizers::Tokenizer,
 }
 
 // SAFETY-free justification: libFuzzer runs one input at a time on one thread; the statics are
@@ -45,7 +48,9 @@ pub fn model() -> &'static Model {
         };
         let assets = ModelAssets::load(&src).expect("fuzz setup: load the demo model");
         let renderer = Renderer::for_model(&assets).expect("fuzz setup: compile the demo chat template");
-        Model { assets, renderer }
+        let reference = tokenizers::Tokenizer::from_file(src.model_path.join("tokenizer.json"))
+            .expect("fuzz setup: tokenizers loads the demo tokenizer");
+        Model { assets, renderer, reference }
     })
 }
 

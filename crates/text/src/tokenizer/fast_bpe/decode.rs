@@ -20,13 +20,15 @@ pub struct ByteDecoder {
     /// The bytes of every id, back to back.
     bytes: Box<[u8]>,
     /// Per id: where its bytes end (`END`), whether `tokenizers` knows it (others decode to
-    /// nothing), and whether it is a special added token (dropped with `skip_special_tokens`).
+    /// nothing), whether it is a special added token (dropped with `skip_special_tokens`), and
+    /// whether its token string is its UTF-8 as it is (`LITERAL`) rather than byte stand-ins.
     spans: Box<[u32]>,
 }
 
 const KNOWN: u32 = 1 << 31;
 const SPECIAL: u32 = 1 << 30;
-const END: u32 = SPECIAL - 1;
+const LITERAL: u32 = 1 << 29;
+const END: u32 = LITERAL - 1;
 
 impl ByteDecoder {
     /// The table for `hf`, or why its decode is not a plain byte-level one.
@@ -43,10 +45,10 @@ impl ByteDecoder {
         let added = hf.get_added_vocabulary();
         // ByteLevel's decode_chain: a token whose every char is a byte stand-in gives those
         // bytes, any other token its UTF-8 as it is.
-        let token_bytes = |id: usize, out: &mut dyn FnMut(&[u8], bool)| {
+        let token_bytes = |id: usize, out: &mut dyn FnMut(&[u8], bool, bool)| {
             if let Some(token) = hf.id_to_token(id as u32) {
                 let mapped: Option<Vec<u8>> = token.chars().map(|c| to_byte.get(&c).copied()).collect();
-                out(mapped.as_deref().unwrap_or(token.as_bytes()), added.is_special_token(&token));
+                out(mapped.as_deref().unwrap_or(token.as_bytes()), added.is_special_token(&token), mapped.is_none());
             }
         };
         // Two passes, so both tables are allocated once at their exact size: a grown or shrunk
@@ -55,12 +57,12 @@ impl ByteDecoder {
         let (mut end, mut known) = (0usize, 0usize);
         for id in 0..n {
             let mut flags = 0;
-            token_bytes(id, &mut |bytes, special| {
+            token_bytes(id, &mut |bytes, special, literal| {
                 end += bytes.len();
                 known += 1;
-                flags = KNOWN | if special { SPECIAL } else { 0 };
+                flags = KNOWN | if special { SPECIAL } else { 0 } | if literal { LITERAL } else { 0 };
             });
-            let at = u32::try_from(end).ok().filter(|&e| e <= END).ok_or("vocabulary bytes exceed 1 GiB")?;
+            let at = u32::try_from(end).ok().filter(|&e| e <= END).ok_or("vocabulary bytes exceed 512 MiB")?;
             spans.push(at | flags);
         }
         if known != size {
@@ -68,7 +70,7 @@ impl ByteDecoder {
         }
         let mut bytes = Vec::with_capacity(end);
         for id in 0..n {
-            token_bytes(id, &mut |b, _| bytes.extend_from_slice(b));
+            token_bytes(id, &mut |b, _, _| bytes.extend_from_slice(b));
         }
         Ok(ByteDecoder { bytes: bytes.into_boxed_slice(), spans: spans.into_boxed_slice() })
     }
@@ -87,8 +89,19 @@ impl ByteDecoder {
     }
 
     /// The bytes of a token `tokenizers` knows.
-    pub(super) fn token(&self, id: u32) -> Option<&[u8]> {
+    pub(crate) fn token(&self, id: u32) -> Option<&[u8]> {
         self.entry(id).map(|(bytes, _)| bytes)
+    }
+
+    /// Whether the id's token string is its bytes as UTF-8, not byte stand-ins (added tokens,
+    /// and vocabulary entries not spelled in stand-ins).
+    pub(crate) fn is_literal(&self, id: u32) -> bool {
+        self.spans.get(id as usize).is_some_and(|s| s & LITERAL != 0)
+    }
+
+    /// One more than the largest id the table has a slot for.
+    pub(crate) fn id_count(&self) -> usize {
+        self.spans.len()
     }
 
     /// Starts loading what `token(id)` reads first: where the id's bytes start and end.

@@ -8,14 +8,17 @@
 //! the ids `tokenizers` gives: it is built from the loaded `tokenizers::Tokenizer` itself (its
 //! added vocabulary, regexes and merge table), it is used only when every stage has a shape it
 //! knows (anything else stays with `tokenizers`), and tests compare the two on every family.
+//! Once built it needs nothing of the `tokenizers::Tokenizer` it came from.
 
 pub(super) mod byte_chars;
 mod decode;
 mod index;
+mod long_piece;
 mod lookahead;
 mod merge_table;
 mod nfc;
 mod nfc_inert;
+mod post_process;
 mod prefetch;
 mod shape;
 mod split;
@@ -26,16 +29,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use aho_corasick::AhoCorasick;
-use serde_json::Value;
-use tokenizers::Model;
-
-use crate::error::TokenizerError;
 use byte_chars::{byte_to_char_table, char_to_byte_table};
 pub use decode::ByteDecoder;
 use index::TokenIndex;
+use long_piece::LongTokens;
 use lookahead::Lookahead;
 use merge_table::MergeTable;
 use nfc::nfc;
+use post_process::Specials;
 use shape::{added_passes, normalizer_is_nfc, split_regexes, to_json, BpeModel};
 use window::PieceWindow;
 
@@ -65,8 +66,8 @@ impl From<String> for Unsupported {
     }
 }
 
-/// Pieces longer than this (in bytes) go to `tokenizers`' own BPE: its heap is O(n log n)
-/// where the linear scan here is O(n²).
+/// Pieces longer than this (in bytes) go to the heap BPE (`long_piece`): O(n log n) where
+/// the window's scan is O(n²).
 const LINEAR_PIECE_BYTES_MAX: usize = 256;
 
 /// Tokens checked together at load (`whole_token_index`): one window's worth.
@@ -96,8 +97,11 @@ pub struct FastBpe {
     /// kept off the hash table.
     byte_pairs: Box<[u32]>,
     merges: MergeTable,
-    /// The post-processor adds no tokens even with `add_special_tokens`.
-    post_adds_nothing: bool,
+    /// With `ignore_merges` (Llama 3, Tekken) a piece that is a whole vocabulary entry is that
+    /// entry; these are the entries too long for `whole_tokens` (empty otherwise).
+    long_tokens: LongTokens,
+    /// What `add_special_tokens` adds, or why this encoder cannot add it (`tokenizers` does).
+    specials: Result<Specials, Unsupported>,
 }
 
 impl FastBpe {
@@ -110,10 +114,7 @@ impl FastBpe {
         }
         let nfc = normalizer_is_nfc(hf)?;
         let splits = split_regexes(hf)?;
-        let post_adds_nothing = match hf.get_post_processor() {
-            None => true,
-            Some(p) => to_json(p)?.get("type").and_then(Value::as_str) == Some("ByteLevel"),
-        };
+        let specials = post_process::specials(hf);
         let model: BpeModel = serde_json::from_value(to_json(hf.get_model())?).map_err(|e| format!("model: {e}"))?;
         // The model's JSON is garbage now, and the tables below are kept for good.
         shardgate_util::memory::release_freed();
@@ -142,6 +143,16 @@ impl FastBpe {
         let byte_pairs =
             (0..256 * 256).map(|k| merges.get(merges.probe(byte_ids[k >> 8], byte_ids[k & 0xff]))).collect();
         let (raw_added, normalized_added) = added_passes(hf, nfc)?;
+        let mut long_tokens = LongTokens::default();
+        if model.ignore_merges {
+            let from_char = char_to_byte_table();
+            for (token, &id) in &model.vocab {
+                let bytes: Option<Vec<u8>> = token.chars().map(|c| from_char.get(&c).copied()).collect();
+                if let Some(bytes) = bytes.filter(|b| b.len() > LINEAR_PIECE_BYTES_MAX) {
+                    long_tokens.insert(&bytes, id);
+                }
+            }
+        }
         let mut fast = FastBpe {
             raw_added,
             normalized_added,
@@ -151,7 +162,8 @@ impl FastBpe {
             byte_ids,
             byte_pairs,
             merges,
-            post_adds_nothing,
+            long_tokens,
+            specials,
         };
         fast.whole_tokens = match token_bytes {
             Some(bytes) => fast.whole_token_index(&model, bytes)?,
@@ -236,22 +248,31 @@ impl FastBpe {
 
     /// Whether this encoder gives the ids `tokenizers` would for this flag.
     pub fn serves(&self, add_special_tokens: bool) -> bool {
-        !add_special_tokens || self.post_adds_nothing
+        !add_special_tokens || self.specials.is_ok()
     }
 
-    pub fn encode(&self, hf: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>, TokenizerError> {
+    /// Why `add_special_tokens` is left to `tokenizers`, if it is.
+    pub fn specials_unsupported(&self) -> Option<&Unsupported> {
+        self.specials.as_ref().err()
+    }
+
+    /// The text's ids (only for a flag it `serves`).
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Vec<u32> {
+        let specials = self.specials.as_ref().ok().filter(|_| add_special_tokens);
         let mut out = Vec::with_capacity(text.len() / 3 + 8);
+        out.extend(specials.iter().flat_map(|s| s.prefix.iter().copied()));
         // The window's buffers are the thread's, kept between encodes (a few KiB).
         let window = WINDOW.with(|b| std::mem::take(&mut *b.borrow_mut()));
-        let mut cx = Cx { hf, window, out: &mut out, result: Ok(()) };
+        let mut cx = Cx { window, out: &mut out };
         for_each_segment(self.raw_added.as_ref(), text, &mut |seg| match seg {
             Segment::Token(id) => cx.window.push_token(id, &self.merges, cx.out),
             Segment::Text(gap) => self.encode_gap(&mut cx, gap),
         });
         cx.window.finish(&self.merges, cx.out);
-        let Cx { window, result, .. } = cx;
+        let Cx { window, .. } = cx;
         WINDOW.with(|w| *w.borrow_mut() = window);
-        result.map(|()| out)
+        out.extend(specials.iter().flat_map(|s| s.suffix.iter().copied()));
+        out
     }
 
     /// Text between raw added tokens: normalize, then the normalized added tokens, then split.
@@ -301,25 +322,21 @@ impl FastBpe {
     /// One pre-tokenized piece: the token it is whole (`whole`), else BPE, in the window (see
     /// `window.rs`).
     fn encode_piece(&self, cx: &mut Cx, piece: &[u8], whole: Option<u32>) {
-        if cx.result.is_err() {
-            return;
-        }
         match whole {
             Some(id) => cx.window.push_token(id, &self.merges, cx.out),
-            None if piece.len() > LINEAR_PIECE_BYTES_MAX => cx.result = self.bpe_long(cx, piece),
+            None if piece.len() > LINEAR_PIECE_BYTES_MAX => self.bpe_long(cx, piece),
             None => cx.window.push_bytes(piece, &self.byte_ids, &self.byte_pairs, &self.merges, cx.out),
         }
     }
 
-    /// A piece too long for the window's quadratic scan: `tokenizers`' own BPE, after the
-    /// window's pieces (which come before it).
-    fn bpe_long(&self, cx: &mut Cx, piece: &[u8]) -> Result<(), TokenizerError> {
+    /// A piece too long for the window's quadratic scan, after the window's pieces (which come
+    /// before it).
+    fn bpe_long(&self, cx: &mut Cx, piece: &[u8]) {
         cx.window.finish(&self.merges, cx.out);
-        let to_char = byte_to_char_table();
-        let chars: String = piece.iter().map(|&b| to_char[b as usize]).collect();
-        let tokens = cx.hf.get_model().tokenize(&chars).map_err(|e| TokenizerError::Encode(e.to_string()))?;
-        cx.out.extend(tokens.iter().map(|t| t.id));
-        Ok(())
+        match self.long_tokens.get(piece) {
+            Some(id) => cx.out.push(id),
+            None => long_piece::encode(piece, &self.byte_ids, &self.merges, cx.out),
+        }
     }
 }
 
@@ -327,12 +344,10 @@ thread_local! {
     static WINDOW: std::cell::RefCell<PieceWindow> = std::cell::RefCell::new(PieceWindow::default());
 }
 
-/// One encode's state: the output, the first error, and the pieces not yet merged.
+/// One encode's state: the output and the pieces not yet merged.
 struct Cx<'a> {
-    hf: &'a tokenizers::Tokenizer,
     window: PieceWindow,
     out: &'a mut Vec<u32>,
-    result: Result<(), TokenizerError>,
 }
 
 enum Segment<'a> {
