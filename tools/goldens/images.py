@@ -12,17 +12,17 @@ gitignored; nothing here is committed):
 - each encoded file, the RGB pixels vLLM's loader makes of it (`Image.open`, transparent
   images pasted on white, else `convert("RGB")`), raw `u8`, and vLLM's item hash for it
   (`MultiModalHasher`, blake3);
-- for each lossless image and each config of `crates/media/tests/configs/`, the PIL-backend
-  processor's `pixel_values` (raw little-endian `f32`), shape, `image_grid_thw` and the
-  placeholder token count;
+- for each lossless image, each config of `crates/media/tests/configs/` and each backend of
+  the Hugging Face processor (`torchvision`: what `AutoImageProcessor` gives in transformers 5
+  where torchvision is installed, so what vLLM runs; `pil`: the `...ImageProcessorPil` class),
+  the `pixel_values` (raw little-endian `f32`), shape, `image_grid_thw` and the placeholder
+  token count;
+- torchvision's `resize` alone (`antialias=True`, bilinear and bicubic, on the `uint8` tensor
+  as the processors call it) of a few images to sizes below and above theirs, raw `u8` RGB;
 - `manifest.json` listing them.
 
 `cargo test --release -p shardgate-media --test hf_goldens` compares (tools/test.sh runs both
-where the venv is).
-
-`--torchvision` also prints how far the torchvision-backed processors (what
-`AutoImageProcessor` gives in transformers 5 where torchvision is installed, so what vLLM runs)
-are from the PIL-backed ones the goldens hold."""
+where the venv is)."""
 import argparse, io, json, os, sys
 from pathlib import Path
 
@@ -108,10 +108,15 @@ def vllm_load(data):
 
 
 def processors():
+    """(config name, backend, processor, config, model config) for every config and backend."""
+    from transformers import CLIPImageProcessor, Qwen2VLImageProcessor
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    classes = {"Qwen2VLImageProcessor": Qwen2VLImageProcessorPil, "CLIPImageProcessor": CLIPImageProcessorPil}
+    classes = {
+        "Qwen2VLImageProcessor": {"torchvision": Qwen2VLImageProcessor, "pil": Qwen2VLImageProcessorPil},
+        "CLIPImageProcessor": {"torchvision": CLIPImageProcessor, "pil": CLIPImageProcessorPil},
+    }
     for path in sorted(CONFIGS.glob("*.json")):
         if path.name.endswith(".config.json"):
             continue
@@ -120,7 +125,36 @@ def processors():
         kwargs = {k: v for k, v in config.items() if k not in ("image_processor_type", "processor_class")}
         model_path = path.with_suffix(".config.json")
         model = json.loads(model_path.read_text()) if model_path.exists() else {}
-        yield path.stem, classes[kind](**kwargs), config, model
+        for backend, cls in classes[kind].items():
+            processor = cls(**kwargs)
+            assert processor.backend == backend, (cls, processor.backend)
+            yield path.stem, backend, processor, config, model
+
+
+# torchvision's resize alone: (image, (width, height) targets). Bilinear is in no config here
+# but a config may name it (`resample` 2).
+RESIZES = [
+    ("odd-37x53.png", [(28, 56), (112, 84)]),
+    ("landscape-640x480.png", [(448, 336), (1000, 700)]),
+    ("wide-1500x60.png", [(1512, 56), (300, 60)]),
+    ("extreme-12x2000.png", [(28, 1988), (12, 100)]),
+    ("tiny-3x2.png", [(56, 56)]),
+]
+
+
+def torchvision_resizes(out_dir, rgb_images):
+    import torch
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms.v2 import functional as tvF
+
+    for name, targets in RESIZES:
+        tensor = torch.from_numpy(rgb_images[name].copy()).permute(2, 0, 1).contiguous()
+        for width, height in targets:
+            for filter_name, mode in (("bilinear", InterpolationMode.BILINEAR), ("bicubic", InterpolationMode.BICUBIC)):
+                out = tvF.resize(tensor, [height, width], interpolation=mode, antialias=True)
+                file = f"{name}.{width}x{height}.{filter_name}.rgb"
+                (out_dir / file).write_bytes(out.permute(1, 2, 0).contiguous().numpy().tobytes())
+                yield {"image": name, "width": width, "height": height, "filter": filter_name, "rgb": file}
 
 
 def tokens(kind, out, config, model):
@@ -131,43 +165,32 @@ def tokens(kind, out, config, model):
     return int((out["pixel_values"].shape[-2] // patch) * (out["pixel_values"].shape[-1] // patch))
 
 
-def compare_torchvision(name, image, config_name, config, pil_values):
-    from transformers import CLIPImageProcessor, Qwen2VLImageProcessor
-
-    kind = config["image_processor_type"].removesuffix("Fast")
-    kwargs = {k: v for k, v in config.items() if k not in ("image_processor_type", "processor_class")}
-    processor = {"Qwen2VLImageProcessor": Qwen2VLImageProcessor, "CLIPImageProcessor": CLIPImageProcessor}[kind](**kwargs)
-    values = processor(image, return_tensors="pt")["pixel_values"].numpy()
-    values = values[0] if kind == "CLIPImageProcessor" else values
-    error = np.abs(values - pil_values)
-    print(f"torchvision vs PIL {name:32} {config_name:16} max abs {error.max():.4f} mean abs {error.mean():.5f}")
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT / "target/media-goldens"))
-    parser.add_argument("--torchvision", action="store_true")
     args = parser.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.iterdir():
         old.unlink()
     procs = list(processors())
-    manifest = {"hash_model_id": HASH_MODEL_ID, "images": [], "cases": []}
+    manifest = {"hash_model_id": HASH_MODEL_ID, "images": [], "cases": [], "resizes": []}
+    rgb_images = {}
     for name, data, lossless in images():
         (out_dir / name).write_bytes(data)
         image, item_hash = vllm_load(data)
         pixels = np.asarray(image, dtype=np.uint8)
+        rgb_images[name] = pixels
         (out_dir / f"{name}.rgb").write_bytes(pixels.tobytes())
         manifest["images"].append({"file": name, "width": image.width, "height": image.height,
                                    "rgb": f"{name}.rgb", "exact": lossless, "hash": item_hash})
         if not lossless:
             continue
-        for config_name, processor, config, model in procs:
+        for config_name, backend, processor, config, model in procs:
             if image.width * image.height > BIG_PIXELS and config_name not in BIG_CONFIGS:
                 continue
             kind = "qwen" if "Qwen2VL" in type(processor).__name__ else "clip"
-            case = {"image": name, "config": config_name}
+            case = {"image": name, "config": config_name, "backend": backend}
             try:
                 out = processor(image, return_tensors="np")
             except ValueError as error:
@@ -175,15 +198,15 @@ def main():
                 manifest["cases"].append(case)
                 continue
             values = np.ascontiguousarray(out["pixel_values"][0] if kind == "clip" else out["pixel_values"], dtype="<f4")
-            tensor = f"{name}.{config_name}.f32"
+            tensor = f"{name}.{config_name}.{backend}.f32"
             (out_dir / tensor).write_bytes(values.tobytes())
             case.update(pixel_values=tensor, shape=list(values.shape), tokens=tokens(kind, out, config, model),
                         grid_thw=[int(v) for v in out["image_grid_thw"][0]] if kind == "qwen" else None)
             manifest["cases"].append(case)
-            if args.torchvision:
-                compare_torchvision(name, image, config_name, config, values)
+    manifest["resizes"] = list(torchvision_resizes(out_dir, rgb_images))
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    print(f"{len(manifest['images'])} images, {len(manifest['cases'])} processor cases -> {out_dir}")
+    print(f"{len(manifest['images'])} images, {len(manifest['cases'])} processor cases, "
+          f"{len(manifest['resizes'])} resizes -> {out_dir}")
 
 
 if __name__ == "__main__":

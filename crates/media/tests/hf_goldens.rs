@@ -3,16 +3,17 @@
 //! passes, unless `SHARDGATE_MEDIA_GOLDENS_REQUIRED` is set, as tools/test.sh sets it after
 //! writing them).
 //!
-//! Tolerances: decoding of lossless images (PNG, GIF, lossless WebP) and every processor output
-//! must be identical to the reference (max abs error 0: the resize reproduces PIL's integer
-//! arithmetic, and rescale / normalise the same float operations); grids and placeholder
-//! counts exactly. JPEG and lossy WebP decoders differ from libjpeg-turbo and libwebp in their
+//! Tolerances: decoding of lossless images (PNG, GIF, lossless WebP), every processor output
+//! of both backends (torchvision's and PIL's) and torchvision's resize alone must be identical
+//! to the reference (max abs error 0: the resize reproduces each library's integer arithmetic,
+//! and rescale / normalise the same float operations); grids and placeholder counts exactly. JPEG and lossy WebP decoders differ from libjpeg-turbo and libwebp in their
 //! IDCT and chroma upsampling: their pixels may differ by `LOSSY_DECODE_MAX_ABS` levels.
 
 use std::path::PathBuf;
 
 use serde_json::Value;
-use shardgate_media::{decode, image_hash, DecodeLimits, ImageProcessor, MediaError};
+use shardgate_media::resize::{resize, Filter};
+use shardgate_media::{decode, image_hash, Backend, DecodeLimits, ImageProcessor, MediaError, RgbImage};
 
 const LOSSY_DECODE_MAX_ABS: u8 = 8;
 const PROCESSOR_MAX_ABS: f32 = 0.0;
@@ -65,11 +66,21 @@ fn decoding_and_item_hashes_match_vllm() {
     assert!(images.len() >= 20, "the goldens hold {} images", images.len());
 }
 
-fn processor(config: &str) -> ImageProcessor {
+fn backend(name: &str) -> Backend {
+    match name {
+        "pil" => Backend::Pil,
+        "torchvision" => Backend::Torchvision,
+        other => panic!("backend {other}"),
+    }
+}
+
+fn processor(config: &str, backend: Backend) -> ImageProcessor {
     let configs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/configs");
     let preprocessor = std::fs::read_to_string(configs.join(format!("{config}.json"))).expect("config");
     let model = std::fs::read_to_string(configs.join(format!("{config}.config.json"))).ok();
-    ImageProcessor::from_configs(&preprocessor, model.as_deref()).unwrap_or_else(|e| panic!("{config}: {e}"))
+    let processor =
+        ImageProcessor::from_configs(&preprocessor, model.as_deref()).unwrap_or_else(|e| panic!("{config}: {e}"));
+    processor.with_backend(backend)
 }
 
 #[test]
@@ -80,8 +91,11 @@ fn processors_match_hugging_face() {
     let mut worst: Vec<(String, f32, usize)> = Vec::new();
     for case in cases {
         let (file, config) = (case["image"].as_str().expect("image"), case["config"].as_str().expect("config"));
+        let backend_name = case["backend"].as_str().expect("backend");
         let image = decode(&read(&dir, file), &DecodeLimits::default()).expect("decode").image;
-        let got = processor(config).process(&image);
+        let got = processor(config, backend(backend_name)).process(&image);
+        let (file, config) = (file, format!("{config} {backend_name}"));
+        let config = config.as_str();
         if let Some(error) = case["error"].as_str() {
             assert!(
                 matches!(got, Err(MediaError::AspectRatio { .. })),
@@ -114,5 +128,29 @@ fn processors_match_hugging_face() {
     for (config, max_abs, count) in &worst {
         eprintln!("processor {config:20} {count:3} images, max abs error {max_abs}");
     }
-    assert!(worst.len() >= 5, "the goldens cover {} configs", worst.len());
+    assert!(worst.len() >= 10, "the goldens cover {} configs and backends", worst.len());
+}
+
+#[test]
+fn resize_matches_torchvision() {
+    let Some(dir) = goldens() else { return };
+    let manifest = manifest(&dir);
+    let resizes = manifest["resizes"].as_array().expect("resizes");
+    for case in resizes {
+        let file = case["image"].as_str().expect("image");
+        let image: RgbImage = decode(&read(&dir, file), &DecodeLimits::default()).expect("decode").image;
+        let (width, height) =
+            (case["width"].as_u64().expect("width") as u32, case["height"].as_u64().expect("height") as u32);
+        let filter = match case["filter"].as_str().expect("filter") {
+            "bilinear" => Filter::Bilinear,
+            "bicubic" => Filter::Bicubic,
+            other => panic!("filter {other}"),
+        };
+        let got = resize(&image, width, height, filter, Backend::Torchvision);
+        let expected = read(&dir, case["rgb"].as_str().expect("rgb"));
+        let differing = got.pixels.iter().zip(&expected).filter(|(a, b)| a != b).count();
+        assert_eq!(got.pixels.len(), expected.len(), "{file} to {width}x{height} {filter:?}");
+        assert_eq!(differing, 0, "{file} to {width}x{height} {filter:?}: {differing} samples differ");
+    }
+    assert!(resizes.len() >= 10, "the goldens hold {} resizes", resizes.len());
 }

@@ -10,7 +10,7 @@ use super::qwen2_vl::QwenVl;
 use super::ImageProcessor;
 use crate::error::ConfigError;
 use crate::limits;
-use crate::resize::Filter;
+use crate::resize::{Backend, Filter};
 
 /// OpenAI CLIP's mean and std, the default of both processors.
 const CLIP_MEAN: [f64; 3] = [0.48145466, 0.4578275, 0.40821073];
@@ -117,6 +117,7 @@ fn qwen(fields: &Fields) -> Result<QwenVl, ConfigError> {
         max_pixels,
         resize: fields.filter()?,
         normalize: fields.normalize()?,
+        backend: Backend::default(),
     };
     let factor = (processor.patch_size * processor.merge_size) as u64;
     if min_pixels < factor * factor || max_pixels < min_pixels {
@@ -157,7 +158,7 @@ fn clip(fields: &Fields, model: &Fields) -> Result<Clip, ConfigError> {
         }
     }
     let patch_size = model.uint(&["vision_config", "patch_size"], 14, limits::config_patch_px_max as u64)? as u32;
-    Ok(Clip { resize, crop, normalize: fields.normalize()?, patch_size })
+    Ok(Clip { resize, crop, normalize: fields.normalize()?, patch_size, backend: Backend::default() })
 }
 
 fn parse(text: &str, name: &str) -> Result<Map<String, Value>, ConfigError> {

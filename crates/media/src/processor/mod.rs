@@ -14,6 +14,7 @@ pub use qwen2_vl::{smart_resize, QwenVl};
 
 use crate::decode::RgbImage;
 use crate::error::{ConfigError, MediaError};
+use crate::resize::Backend;
 
 /// One image, processed.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,9 +35,19 @@ pub enum ImageProcessor {
 }
 
 impl ImageProcessor {
-    /// From the text of `preprocessor_config.json` and, where the model has one, `config.json`.
+    /// From the text of `preprocessor_config.json` and, where the model has one, `config.json`,
+    /// resizing as the torchvision-backed processor does (what vLLM runs; `with_backend` for
+    /// the PIL-backed one).
     pub fn from_configs(preprocessor: &str, model: Option<&str>) -> Result<ImageProcessor, ConfigError> {
         config::from_configs(preprocessor, model)
+    }
+
+    /// The same processor, resizing and normalising in `backend`'s arithmetic.
+    pub fn with_backend(self, backend: Backend) -> ImageProcessor {
+        match self {
+            ImageProcessor::QwenVl(p) => ImageProcessor::QwenVl(QwenVl { backend, ..p }),
+            ImageProcessor::Clip(p) => ImageProcessor::Clip(Clip { backend, ..p }),
+        }
     }
 
     pub fn process(&self, image: &RgbImage) -> Result<Processed, MediaError> {

@@ -1,6 +1,7 @@
 //! Qwen2-VL's image processor (also Qwen2.5-VL's and Qwen3-VL's, with their configs' patch
 //! size, pixel bounds, mean and std): `smart_resize` to a multiple of `patch_size *
-//! merge_size`, bicubic resize through PIL's arithmetic, rescale and normalise, the frame
+//! merge_size`, bicubic resize in the arithmetic of the chosen backend (torchvision's or
+//! PIL's), rescale and normalise, the frame
 //! repeated `temporal_patch_size` times, then cut into patches laid out as the vision tower
 //! reads them: rows `(grid_t * grid_h * grid_w)`, each `C * T * P * P` long, merge blocks
 //! contiguous.
@@ -10,7 +11,7 @@ use super::Processed;
 use crate::decode::RgbImage;
 use crate::error::MediaError;
 use crate::limits;
-use crate::resize::{resize, Filter};
+use crate::resize::{resize, Backend, Filter};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct QwenVl {
@@ -23,6 +24,7 @@ pub struct QwenVl {
     /// multiples of `patch_size * merge_size`).
     pub resize: Option<Filter>,
     pub normalize: Normalize,
+    pub backend: Backend,
 }
 
 /// `smart_resize(height, width, factor, min_pixels, max_pixels)`: the sides, multiples of
@@ -83,12 +85,12 @@ impl QwenVl {
         let resized;
         let image = match self.resize {
             Some(filter) => {
-                resized = resize(image, width, height, filter);
+                resized = resize(image, width, height, filter, self.backend);
                 &resized
             }
             None => image,
         };
-        let planes = self.normalize.planes(image);
+        let planes = self.normalize.planes(image, self.backend);
         let [p, t, m] = [self.patch_size, self.temporal_patch_size, self.merge_size].map(|v| v as usize);
         let (grid_h, grid_w) = (height as usize / p, width as usize / p);
         let row_len = 3 * t * p * p;
