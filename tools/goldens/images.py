@@ -5,8 +5,8 @@ processors (transformers in the real-vLLM venv).
     ~/.cache/real-vllm/venv/bin/python tools/goldens/images.py [--out DIR]
 
 Builds images of many sizes, aspect ratios and modes (tiny, huge, extreme ratios, grey, RGBA,
-palette with and without transparency, GIF, lossless and lossy WebP, JPEG) from seeded
-patterns, encodes them with PIL, then writes to DIR (default `target/media-goldens`,
+palette with and without transparency, GIF, lossless and lossy WebP, JPEG, EXIF and XMP
+orientations 1-8) from seeded patterns, encodes them with PIL, then writes to DIR (default `target/media-goldens`,
 gitignored; nothing here is committed):
 
 - each encoded file, the RGB pixels vLLM's loader makes of it (`Image.open`, transparent
@@ -23,11 +23,11 @@ gitignored; nothing here is committed):
 
 `cargo test --release -p shardgate-media --test hf_goldens` compares (tools/test.sh runs both
 where the venv is)."""
-import argparse, io, json, os, sys
+import argparse, io, json, os, struct, sys
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
 ROOT = Path(__file__).resolve().parents[2]
 # Images above this many pixels go only through the configs that bound the output (the others'
@@ -66,6 +66,45 @@ def palette(width, height, seed, transparency=None):
     return image
 
 
+def exif(orientation=None, image_id=None, big_endian=False):
+    """EXIF bytes (with the JPEG segment's `Exif` header) holding these tags."""
+    if big_endian:
+        # PIL writes little-endian only: a one-entry big-endian IFD by hand.
+        ifd = struct.pack(">HHHIHH", 1, 0x0112, 3, 1, orientation, 0) + struct.pack(">I", 0)
+        return b"Exif\0\0MM\0\x2a" + struct.pack(">I", 8) + ifd
+    tags = Image.Exif()
+    if orientation is not None:
+        tags[0x0112] = orientation
+    if image_id is not None:
+        tags[0x800D] = image_id
+    return tags.tobytes()
+
+
+def xmp(orientation):
+    return (b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+            b'<rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/" tiff:Orientation="%d"/></rdf:RDF></x:xmpmeta>'
+            % orientation)
+
+
+def oriented():
+    """Images carrying an orientation each way PIL reads one (vLLM turns them with
+    `ImageOps.exif_transpose`): EXIF in JPEG, PNG `eXIf` and WebP, XMP in JPEG and PNG `iTXt`."""
+    rgb = lambda w, h, s: Image.fromarray(pattern(w, h, s))
+    for o in range(1, 9):
+        yield f"oriented-{o}-40x24.png", encode(rgb(40, 24, 30 + o), "PNG", exif=exif(o)), True
+        yield f"oriented-{o}-40x24.jpg", encode(rgb(40, 24, 40 + o), "JPEG", quality=95, exif=exif(o)), False
+    yield "oriented-6-lossless-40x24.webp", encode(rgb(40, 24, 50), "WEBP", lossless=True, exif=exif(6)), True
+    yield "oriented-8-big-endian-40x24.jpg", encode(rgb(40, 24, 51), "JPEG", quality=95, exif=exif(8, big_endian=True)), False
+    yield "oriented-5-xmp-40x24.jpg", encode(rgb(40, 24, 52), "JPEG", quality=95, xmp=xmp(5)), False
+    info = PngImagePlugin.PngInfo()
+    info.add_itxt("XML:com.adobe.xmp", xmp(7).decode())
+    yield "oriented-7-xmp-40x24.png", encode(rgb(40, 24, 53), "PNG", pnginfo=info), True
+    # An EXIF ImageID: vLLM hashes the id instead of the bytes only when PIL gives a UUID, which
+    # no file can (the tag is text): the hash stays the bytes'.
+    yield "image-id-6-40x24.jpg", encode(rgb(40, 24, 54), "JPEG", quality=95,
+                                          exif=exif(6, image_id="0123456789abcdef0123456789abcdef")), False
+
+
 # (name, encoded bytes, lossless): lossless ones also go through every processor.
 def images():
     rgb = lambda w, h, s: Image.fromarray(pattern(w, h, s))
@@ -92,6 +131,7 @@ def images():
     yield "photo-640x480.jpg", encode(rgb(640, 480, 20), "JPEG", quality=90), False
     yield "grey-200x100.jpg", encode(rgb(200, 100, 21).convert("L"), "JPEG", quality=90), False
     yield "subsampled-99x77.jpg", encode(rgb(99, 77, 22), "JPEG", quality=75, subsampling=2), False
+    yield from oriented()
 
 
 # The model id the item hashes are computed for (any string; vLLM hashes the engine's --model).
