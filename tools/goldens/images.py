@@ -17,6 +17,10 @@ gitignored; nothing here is committed):
   where torchvision is installed, so what vLLM runs; `pil`: the `...ImageProcessorPil` class),
   the `pixel_values` (raw little-endian `f32`), shape, `image_grid_thw` and the placeholder
   token count;
+- Qwen2-VL's video processor on a few clips of seeded frames (raw `u8` frames, then its
+  `pixel_values_videos`, shape, `video_grid_thw`, token count), for each
+  `crates/media/tests/configs/*.video.json`;
+- the frame indices vLLM's `qwen2_vl` video loader samples for a few lengths and rates;
 - torchvision's `resize` alone (`antialias=True`, bilinear and bicubic, on the `uint8` tensor
   as the processors call it) of a few images to sizes below and above theirs, raw `u8` RGB;
 - `manifest.json` listing them.
@@ -158,7 +162,7 @@ def processors():
         "CLIPImageProcessor": {"torchvision": CLIPImageProcessor, "pil": CLIPImageProcessorPil},
     }
     for path in sorted(CONFIGS.glob("*.json")):
-        if path.name.endswith(".config.json"):
+        if path.name.endswith((".config.json", ".video.json")):
             continue
         config = json.loads(path.read_text())
         kind = config["image_processor_type"].removesuffix("Fast")
@@ -205,6 +209,49 @@ def tokens(kind, out, config, model):
     return int((out["pixel_values"].shape[-2] // patch) * (out["pixel_values"].shape[-1] // patch))
 
 
+# Video clips: (name, frames, width, height). Five and seven frames leave the last to be
+# repeated up to the temporal patch.
+VIDEOS = [("clip-5x64x48", 5, 64, 48), ("clip-4x320x240", 4, 320, 240), ("clip-7x300x100", 7, 300, 100)]
+
+
+def videos(out_dir):
+    """Qwen2-VL's video processor (torchvision, its only backend) on frames as vLLM hands them
+    over (a `(frames, height, width, 3)` uint8 array, `do_sample_frames=False`)."""
+    from transformers import Qwen2VLVideoProcessor
+
+    for name, count, width, height in VIDEOS:
+        frames = np.stack([pattern(width, height, 60 + i) for i in range(count)])
+        (out_dir / f"{name}.frames.rgb").write_bytes(frames.tobytes())
+        for path in sorted(CONFIGS.glob("*.video.json")):
+            config_name = path.name.removesuffix(".video.json")
+            kwargs = {k: v for k, v in json.loads(path.read_text()).items() if k != "video_processor_type"}
+            out = Qwen2VLVideoProcessor(**kwargs)(videos=[frames], do_sample_frames=False, return_tensors="np")
+            values = np.ascontiguousarray(out["pixel_values_videos"], dtype="<f4")
+            tensor = f"{name}.{config_name}.video.f32"
+            (out_dir / tensor).write_bytes(values.tobytes())
+            t, h, w = (int(v) for v in out["video_grid_thw"][0])
+            yield {"frames": f"{name}.frames.rgb", "count": count, "width": width, "height": height,
+                   "config": config_name, "pixel_values": tensor, "shape": list(values.shape),
+                   "grid_thw": [t, h, w], "tokens": t * h * w // kwargs.get("merge_size", 2) ** 2}
+
+
+# Frame sampling: (total frames, source fps, requested fps).
+SAMPLINGS = [(451, 30.0, 2.0), (300, 29.97, 2.0), (10, 25.0, 2.0), (5, 30.0, 2.0), (3, 30.0, 2.0),
+             (9000, 30.0, 2.0), (120, 24.0, 60.0), (1000, 59.94, 1.0), (64, 1.0, 2.0), (2, 10.0, 2.0)]
+
+
+def samplings():
+    """vLLM's `qwen2_vl` video loader's frame indices."""
+    from vllm.multimodal.video import Qwen2VLVideoBackend
+    from vllm.multimodal.video_decoders.base import VideoSourceMetadata, VideoTargetMetadata
+
+    for total, source_fps, fps in SAMPLINGS:
+        source = VideoSourceMetadata(total_frames_num=total, original_fps=source_fps, duration=total / source_fps)
+        target = VideoTargetMetadata(num_frames=-1, fps=fps, max_duration=300)
+        indices = Qwen2VLVideoBackend.compute_frames_index_to_sample(source, target, temporal_patch_size=2)
+        yield {"total": total, "source_fps": source_fps, "fps": fps, "indices": [int(i) for i in indices]}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT / "target/media-goldens"))
@@ -244,9 +291,11 @@ def main():
                         grid_thw=[int(v) for v in out["image_grid_thw"][0]] if kind == "qwen" else None)
             manifest["cases"].append(case)
     manifest["resizes"] = list(torchvision_resizes(out_dir, rgb_images))
+    manifest["videos"] = list(videos(out_dir))
+    manifest["samplings"] = list(samplings())
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"{len(manifest['images'])} images, {len(manifest['cases'])} processor cases, "
-          f"{len(manifest['resizes'])} resizes -> {out_dir}")
+          f"{len(manifest['resizes'])} resizes, {len(manifest['videos'])} videos -> {out_dir}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
+use shardgate_media::processor::{qwen2_vl_frame_indices, QwenVl};
 use shardgate_media::resize::{resize, Filter};
 use shardgate_media::{decode, image_hash, Backend, DecodeLimits, ImageProcessor, MediaError, RgbImage};
 
@@ -32,6 +33,10 @@ fn goldens() -> Option<PathBuf> {
     );
     eprintln!("skipped: no goldens in {} (tools/goldens/images.py writes them)", dir.display());
     None
+}
+
+fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
 
 fn read(dir: &std::path::Path, name: &str) -> Vec<u8> {
@@ -110,10 +115,7 @@ fn processors_match_hugging_face() {
         let grid = case["grid_thw"].as_array().map(|g| [0, 1, 2].map(|i| g[i].as_u64().expect("grid") as u32));
         assert_eq!(got.grid_thw, grid, "{file} {config}");
         assert_eq!(got.tokens as u64, case["tokens"].as_u64().expect("tokens"), "{file} {config}");
-        let expected: Vec<f32> = read(&dir, case["pixel_values"].as_str().expect("tensor"))
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
+        let expected = floats(&read(&dir, case["pixel_values"].as_str().expect("tensor")));
         assert_eq!(got.pixel_values.len(), expected.len(), "{file} {config}");
         let max_abs = got.pixel_values.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         match worst.iter_mut().find(|(name, ..)| name == config) {
@@ -153,4 +155,52 @@ fn resize_matches_torchvision() {
         assert_eq!(differing, 0, "{file} to {width}x{height} {filter:?}: {differing} samples differ");
     }
     assert!(resizes.len() >= 10, "the goldens hold {} resizes", resizes.len());
+}
+
+#[test]
+fn videos_match_hugging_face() {
+    let Some(dir) = goldens() else { return };
+    let manifest = manifest(&dir);
+    let videos = manifest["videos"].as_array().expect("videos");
+    for case in videos {
+        let (file, config) = (case["frames"].as_str().expect("frames"), case["config"].as_str().expect("config"));
+        let [count, width, height] = ["count", "width", "height"].map(|k| case[k].as_u64().expect(k) as u32);
+        let raw = read(&dir, file);
+        let frames: Vec<RgbImage> = raw
+            .chunks_exact(width as usize * height as usize * 3)
+            .map(|pixels| RgbImage { width, height, pixels: pixels.to_vec() })
+            .collect();
+        assert_eq!(frames.len(), count as usize, "{file}");
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/configs/{config}.video.json"));
+        let processor = QwenVl::from_video_config(&std::fs::read_to_string(path).expect("config")).expect("config");
+        let got = processor.process_video(&frames).unwrap_or_else(|e| panic!("{file} {config}: {e}"));
+        let grid: Vec<u32> =
+            case["grid_thw"].as_array().expect("grid").iter().map(|v| v.as_u64().expect("g") as u32).collect();
+        assert_eq!(got.grid_thw.map(Vec::from), Some(grid), "{file} {config}");
+        assert_eq!(got.tokens as u64, case["tokens"].as_u64().expect("tokens"), "{file} {config}");
+        let shape: Vec<usize> =
+            case["shape"].as_array().expect("shape").iter().map(|v| v.as_u64().expect("d") as usize).collect();
+        assert_eq!(got.shape, shape, "{file} {config}");
+        let expected = floats(&read(&dir, case["pixel_values"].as_str().expect("tensor")));
+        let max_abs = got.pixel_values.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        eprintln!("video {file:28} {config:16} max abs error {max_abs}");
+        assert!(max_abs <= PROCESSOR_MAX_ABS, "{file} {config}: max abs error {max_abs}");
+    }
+    assert!(videos.len() >= 6, "the goldens hold {} videos", videos.len());
+}
+
+#[test]
+fn frame_sampling_matches_vllm() {
+    let Some(dir) = goldens() else { return };
+    let manifest = manifest(&dir);
+    let samplings = manifest["samplings"].as_array().expect("samplings");
+    for case in samplings {
+        let total = case["total"].as_u64().expect("total") as usize;
+        let (source_fps, fps) = (case["source_fps"].as_f64().expect("fps"), case["fps"].as_f64().expect("fps"));
+        let expected: Vec<usize> =
+            case["indices"].as_array().expect("indices").iter().map(|v| v.as_u64().expect("i") as usize).collect();
+        let got = qwen2_vl_frame_indices(total, source_fps, fps, 2).unwrap_or_else(|e| panic!("{total}: {e}"));
+        assert_eq!(got, expected, "{total} frames at {source_fps} fps sampled at {fps}");
+    }
+    assert!(samplings.len() >= 8, "the goldens hold {} samplings", samplings.len());
 }

@@ -5,10 +5,12 @@
 
 mod clip;
 mod config;
+mod frames;
 mod normalize;
 mod qwen2_vl;
 
 pub use clip::{Clip, ClipSize};
+pub use frames::qwen2_vl_frame_indices;
 pub use normalize::Normalize;
 pub use qwen2_vl::{smart_resize, QwenVl};
 
