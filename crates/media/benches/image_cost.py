@@ -7,8 +7,9 @@ images, on the same machine, in one run.
 Writes photo-like JPEG (quality 90, 4:2:0) and PNG images of 640x480, 1280x720 and 3000x2000 to
 DIR (default `target/media-bench`, gitignored), times in Python what vLLM's API server does per
 image (`ImageMediaIO.load_bytes`: open, EXIF transpose, RGB; then the Hugging Face processor
-with `return_tensors="pt"`), then runs `cargo bench -p shardgate-media --bench image_cost` on
-the same files and prints one table: medians in milliseconds and Python / Rust.
+with `return_tensors="pt"`), and runs `cargo bench -p shardgate-media --bench image_cost` on
+the same files, image by image in turn with the Python side (so a change in the machine's load
+hits both), and prints one table: medians in milliseconds and Python / Rust.
 
 Both sides run on one thread (`torch.set_num_threads(1)`; the Rust side is single-threaded),
 the cost one request's image puts on one core."""
@@ -73,28 +74,22 @@ def timed(iterations, work):
     return statistics.median(samples) * 1e3
 
 
-def python_side(out_dir, images):
-    import torch
+def python_side(out_dir, image, steps):
     from vllm.multimodal.media.image import ImageMediaIO
 
-    torch.set_num_threads(1)
     loader = ImageMediaIO(image_mode="RGB")
-    steps = list(processors())
-    results = {}
-    for image in images:
-        data = (out_dir / image["file"]).read_bytes()
-        n = image["iterations"]
-        results[(image["file"], "decode")] = timed(n, lambda: loader.load_bytes(data))
-        for step, processor in steps:
-            results[(image["file"], step)] = timed(
-                n, lambda: processor(loader.load_bytes(data).media, return_tensors="pt"))
+    data = (out_dir / image["file"]).read_bytes()
+    n = image["iterations"]
+    results = {(image["file"], "decode"): timed(n, lambda: loader.load_bytes(data))}
+    for step, processor in steps:
+        results[(image["file"], step)] = timed(n, lambda: processor(loader.load_bytes(data).media, return_tensors="pt"))
     return results
 
 
-def rust_side(out_dir):
+def rust_side(out_dir, image):
     env = dict(os.environ, CARGO_TARGET_DIR=os.environ.get("CARGO_TARGET_DIR", str(ROOT / "target")))
-    run = subprocess.run(["cargo", "bench", "-q", "-p", "shardgate-media", "--bench", "image_cost", "--", str(out_dir)],
-                         cwd=ROOT, env=env, check=True, stdout=subprocess.PIPE, text=True)
+    command = ["cargo", "bench", "-q", "-p", "shardgate-media", "--bench", "image_cost", "--", str(out_dir), image["file"]]
+    run = subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=subprocess.PIPE, text=True)
     rows = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     return {(row["image"], row["step"]): row["median_ms"] for row in rows}
 
@@ -109,8 +104,14 @@ def main():
     images = write_images(out_dir, args.quick)
     manifest = {"images": images, "steps": [{"config": c, "backend": b} for c, b in STEPS]}
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    rust = rust_side(out_dir)
-    python = python_side(out_dir, images)
+    import torch
+
+    torch.set_num_threads(1)
+    steps = list(processors())
+    rust, python = {}, {}
+    for image in images:
+        rust.update(rust_side(out_dir, image))
+        python.update(python_side(out_dir, image, steps))
     print(f"{'image':16} {'bytes':>9} {'step':24} {'Python ms':>10} {'Rust ms':>9} {'Python/Rust':>12}")
     for image in images:
         for step in ["decode"] + [f"{c} {b}" for c, b in STEPS]:

@@ -5,9 +5,9 @@
 //!
 //!     ~/.cache/real-vllm/venv/bin/python crates/media/benches/image_cost.py
 //!
-//! Alone, on a directory the script wrote:
+//! Alone, on a directory the script wrote (all its images, or the one named):
 //!
-//!     cargo bench -p shardgate-media --bench image_cost -- DIR
+//!     cargo bench -p shardgate-media --bench image_cost -- DIR [IMAGE]
 //!
 //! One JSON object per line on stdout: `image`, `step` (`decode`, or `CONFIG BACKEND` for
 //! decode + process), `median_ms` over the manifest's iterations for that image.
@@ -48,12 +48,14 @@ fn processor(config: &str, backend: Backend) -> ImageProcessor {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench` to harness-less benches; the directory is the other word.
-    let dir: PathBuf =
-        std::env::args().skip(1).find(|a| !a.starts_with("--")).map(PathBuf::from).unwrap_or_else(|| {
-            eprintln!("usage: cargo bench -p shardgate-media --bench image_cost -- DIR (image_cost.py writes DIR)");
-            std::process::exit(2)
-        });
+    // `cargo bench` passes `--bench` to harness-less benches; the directory and image are the
+    // other words.
+    let words: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let Some(dir) = words.first().map(PathBuf::from) else {
+        eprintln!("usage: cargo bench -p shardgate-media --bench image_cost -- DIR [IMAGE] (image_cost.py writes DIR)");
+        std::process::exit(2)
+    };
+    let only = words.get(1);
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).expect("manifest.json")).expect("manifest");
     let steps: Vec<(String, ImageProcessor)> = manifest["steps"]
@@ -70,6 +72,9 @@ fn main() {
     let limits = DecodeLimits::default();
     for image in manifest["images"].as_array().expect("images") {
         let file = image["file"].as_str().expect("file");
+        if only.is_some_and(|only| only != file) {
+            continue;
+        }
         let iterations = image["iterations"].as_u64().expect("iterations") as usize;
         let bytes = std::fs::read(dir.join(file)).expect("image");
         let decode_ms = time(iterations, || {
