@@ -3,7 +3,7 @@
 //! written next to them (transformers' `smart_resize` and CLIP's patch count).
 
 use shardgate_media::processor::{Clip, QwenVl};
-use shardgate_media::{ImageProcessor, MediaError, RgbImage};
+use shardgate_media::{Backend, ImageProcessor, MediaError, RgbImage};
 
 fn config(name: &str) -> String {
     let path = format!("{}/tests/configs/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -37,6 +37,8 @@ fn configs_choose_the_processor_and_its_values() {
         let p = qwen(name);
         assert_eq!((p.patch_size, p.merge_size, p.temporal_patch_size), (patch, 2, 2), "{name}");
         assert_eq!((p.min_pixels, p.max_pixels), (min, max), "{name}");
+        // What vLLM runs (transformers 5 with torchvision installed).
+        assert_eq!(p.backend, Backend::Torchvision, "{name}");
     }
     let c = clip();
     assert_eq!((c.crop, c.patch_size), (Some((336, 336)), 14));
