@@ -30,6 +30,15 @@ pub struct Processed {
     pub tokens: usize,
 }
 
+impl QwenVl {
+    /// Qwen2-VL's video processor from the text of `video_preprocessor_config.json`; its frames
+    /// go through `process_video`, resized as the torchvision backend does (the only one
+    /// transformers has for video).
+    pub fn from_video_config(config: &str) -> Result<QwenVl, ConfigError> {
+        config::video_from_config(config)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum ImageProcessor {
     QwenVl(QwenVl),

@@ -10,7 +10,7 @@
 use super::normalize::Normalize;
 use super::Processed;
 use crate::decode::RgbImage;
-use crate::error::{ConfigError, MediaError};
+use crate::error::MediaError;
 use crate::limits;
 use crate::resize::{resize, Backend, Filter};
 
@@ -58,13 +58,6 @@ pub fn smart_resize(
 }
 
 impl QwenVl {
-    /// Qwen2-VL's video processor from the text of `video_preprocessor_config.json`; its frames
-    /// go through `process_video`, resized as the torchvision backend does (the only one
-    /// transformers has for video).
-    pub fn from_video_config(config: &str) -> Result<QwenVl, ConfigError> {
-        super::config::video_from_config(config)
-    }
-
     fn factor(&self) -> u32 {
         self.patch_size * self.merge_size
     }
