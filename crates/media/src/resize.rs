@@ -8,7 +8,7 @@
 //!
 //! - the weights' fixed point: PIL holds them with 22 fractional bits in an `i32`; torch in an
 //!   `i16`, with the most fractional bits (at most 22) that keep the largest weight of the axis
-//!   below 2^15, so a weight can lose up to 7 bits;
+//!   below 2^15 (14 bits when a weight is near 1), so a weight can lose up to 8 bits;
 //! - the pass order: torch always runs the horizontal pass first; Pillow 13 runs the vertical
 //!   one first when the height shrinks by more than twice what the width does (earlier Pillows
 //!   always went horizontal first). With bicubic's negative lobes the first pass's clipping
