@@ -5,29 +5,33 @@ processors (transformers in the real-vLLM venv).
     ~/.cache/real-vllm/venv/bin/python tools/goldens/images.py [--out DIR]
 
 Builds images of many sizes, aspect ratios and modes (tiny, huge, extreme ratios, grey, RGBA,
-palette with and without transparency, GIF, lossless and lossy WebP, JPEG) from seeded
-patterns, encodes them with PIL, then writes to DIR (default `target/media-goldens`,
+palette with and without transparency, GIF, lossless and lossy WebP, JPEG, EXIF and XMP
+orientations 1-8) from seeded patterns, encodes them with PIL, then writes to DIR (default `target/media-goldens`,
 gitignored; nothing here is committed):
 
 - each encoded file, the RGB pixels vLLM's loader makes of it (`Image.open`, transparent
   images pasted on white, else `convert("RGB")`), raw `u8`, and vLLM's item hash for it
   (`MultiModalHasher`, blake3);
-- for each lossless image and each config of `crates/media/tests/configs/`, the PIL-backend
-  processor's `pixel_values` (raw little-endian `f32`), shape, `image_grid_thw` and the
-  placeholder token count;
+- for each lossless image, each config of `crates/media/tests/configs/` and each backend of
+  the Hugging Face processor (`torchvision`: what `AutoImageProcessor` gives in transformers 5
+  where torchvision is installed, so what vLLM runs; `pil`: the `...ImageProcessorPil` class),
+  the `pixel_values` (raw little-endian `f32`), shape, `image_grid_thw` and the placeholder
+  token count;
+- Qwen2-VL's video processor on a few clips of seeded frames (raw `u8` frames, then its
+  `pixel_values_videos`, shape, `video_grid_thw`, token count), for each
+  `crates/media/tests/configs/*.video.json`;
+- the frame indices vLLM's `qwen2_vl` video loader samples for a few lengths and rates;
+- torchvision's `resize` alone (`antialias=True`, bilinear and bicubic, on the `uint8` tensor
+  as the processors call it) of a few images to sizes below and above theirs, raw `u8` RGB;
 - `manifest.json` listing them.
 
 `cargo test --release -p shardgate-media --test hf_goldens` compares (tools/test.sh runs both
-where the venv is).
-
-`--torchvision` also prints how far the torchvision-backed processors (what
-`AutoImageProcessor` gives in transformers 5 where torchvision is installed, so what vLLM runs)
-are from the PIL-backed ones the goldens hold."""
-import argparse, io, json, os, sys
+where the venv is)."""
+import argparse, io, json, os, struct, sys
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
 ROOT = Path(__file__).resolve().parents[2]
 # Images above this many pixels go only through the configs that bound the output (the others'
@@ -66,6 +70,45 @@ def palette(width, height, seed, transparency=None):
     return image
 
 
+def exif(orientation=None, image_id=None, big_endian=False):
+    """EXIF bytes (with the JPEG segment's `Exif` header) holding these tags."""
+    if big_endian:
+        # PIL writes little-endian only: a one-entry big-endian IFD by hand.
+        ifd = struct.pack(">HHHIHH", 1, 0x0112, 3, 1, orientation, 0) + struct.pack(">I", 0)
+        return b"Exif\0\0MM\0\x2a" + struct.pack(">I", 8) + ifd
+    tags = Image.Exif()
+    if orientation is not None:
+        tags[0x0112] = orientation
+    if image_id is not None:
+        tags[0x800D] = image_id
+    return tags.tobytes()
+
+
+def xmp(orientation):
+    return (b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+            b'<rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/" tiff:Orientation="%d"/></rdf:RDF></x:xmpmeta>'
+            % orientation)
+
+
+def oriented():
+    """Images carrying an orientation each way PIL reads one (vLLM turns them with
+    `ImageOps.exif_transpose`): EXIF in JPEG, PNG `eXIf` and WebP, XMP in JPEG and PNG `iTXt`."""
+    rgb = lambda w, h, s: Image.fromarray(pattern(w, h, s))
+    for o in range(1, 9):
+        yield f"oriented-{o}-40x24.png", encode(rgb(40, 24, 30 + o), "PNG", exif=exif(o)), True
+        yield f"oriented-{o}-40x24.jpg", encode(rgb(40, 24, 40 + o), "JPEG", quality=95, exif=exif(o)), False
+    yield "oriented-6-lossless-40x24.webp", encode(rgb(40, 24, 50), "WEBP", lossless=True, exif=exif(6)), True
+    yield "oriented-8-big-endian-40x24.jpg", encode(rgb(40, 24, 51), "JPEG", quality=95, exif=exif(8, big_endian=True)), False
+    yield "oriented-5-xmp-40x24.jpg", encode(rgb(40, 24, 52), "JPEG", quality=95, xmp=xmp(5)), False
+    info = PngImagePlugin.PngInfo()
+    info.add_itxt("XML:com.adobe.xmp", xmp(7).decode())
+    yield "oriented-7-xmp-40x24.png", encode(rgb(40, 24, 53), "PNG", pnginfo=info), True
+    # An EXIF ImageID: vLLM hashes the id instead of the bytes only when PIL gives a UUID, which
+    # no file can (the tag is text): the hash stays the bytes'.
+    yield "image-id-6-40x24.jpg", encode(rgb(40, 24, 54), "JPEG", quality=95,
+                                          exif=exif(6, image_id="0123456789abcdef0123456789abcdef")), False
+
+
 # (name, encoded bytes, lossless): lossless ones also go through every processor.
 def images():
     rgb = lambda w, h, s: Image.fromarray(pattern(w, h, s))
@@ -92,6 +135,7 @@ def images():
     yield "photo-640x480.jpg", encode(rgb(640, 480, 20), "JPEG", quality=90), False
     yield "grey-200x100.jpg", encode(rgb(200, 100, 21).convert("L"), "JPEG", quality=90), False
     yield "subsampled-99x77.jpg", encode(rgb(99, 77, 22), "JPEG", quality=75, subsampling=2), False
+    yield from oriented()
 
 
 # The model id the item hashes are computed for (any string; vLLM hashes the engine's --model).
@@ -108,19 +152,53 @@ def vllm_load(data):
 
 
 def processors():
+    """(config name, backend, processor, config, model config) for every config and backend."""
+    from transformers import CLIPImageProcessor, Qwen2VLImageProcessor
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    classes = {"Qwen2VLImageProcessor": Qwen2VLImageProcessorPil, "CLIPImageProcessor": CLIPImageProcessorPil}
+    classes = {
+        "Qwen2VLImageProcessor": {"torchvision": Qwen2VLImageProcessor, "pil": Qwen2VLImageProcessorPil},
+        "CLIPImageProcessor": {"torchvision": CLIPImageProcessor, "pil": CLIPImageProcessorPil},
+    }
     for path in sorted(CONFIGS.glob("*.json")):
-        if path.name.endswith(".config.json"):
+        if path.name.endswith((".config.json", ".video.json")):
             continue
         config = json.loads(path.read_text())
         kind = config["image_processor_type"].removesuffix("Fast")
         kwargs = {k: v for k, v in config.items() if k not in ("image_processor_type", "processor_class")}
         model_path = path.with_suffix(".config.json")
         model = json.loads(model_path.read_text()) if model_path.exists() else {}
-        yield path.stem, classes[kind](**kwargs), config, model
+        for backend, cls in classes[kind].items():
+            processor = cls(**kwargs)
+            assert processor.backend == backend, (cls, processor.backend)
+            yield path.stem, backend, processor, config, model
+
+
+# torchvision's resize alone: (image, (width, height) targets). Bilinear is in no config here
+# but a config may name it (`resample` 2).
+RESIZES = [
+    ("odd-37x53.png", [(28, 56), (112, 84)]),
+    ("landscape-640x480.png", [(448, 336), (1000, 700)]),
+    ("wide-1500x60.png", [(1512, 56), (300, 60)]),
+    ("extreme-12x2000.png", [(28, 1988), (12, 100)]),
+    ("tiny-3x2.png", [(56, 56)]),
+]
+
+
+def torchvision_resizes(out_dir, rgb_images):
+    import torch
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms.v2 import functional as tvF
+
+    for name, targets in RESIZES:
+        tensor = torch.from_numpy(rgb_images[name].copy()).permute(2, 0, 1).contiguous()
+        for width, height in targets:
+            for filter_name, mode in (("bilinear", InterpolationMode.BILINEAR), ("bicubic", InterpolationMode.BICUBIC)):
+                out = tvF.resize(tensor, [height, width], interpolation=mode, antialias=True)
+                file = f"{name}.{width}x{height}.{filter_name}.rgb"
+                (out_dir / file).write_bytes(out.permute(1, 2, 0).contiguous().numpy().tobytes())
+                yield {"image": name, "width": width, "height": height, "filter": filter_name, "rgb": file}
 
 
 def tokens(kind, out, config, model):
@@ -131,43 +209,75 @@ def tokens(kind, out, config, model):
     return int((out["pixel_values"].shape[-2] // patch) * (out["pixel_values"].shape[-1] // patch))
 
 
-def compare_torchvision(name, image, config_name, config, pil_values):
-    from transformers import CLIPImageProcessor, Qwen2VLImageProcessor
+# Video clips: (name, frames, width, height). Five and seven frames leave the last to be
+# repeated up to the temporal patch.
+VIDEOS = [("clip-5x64x48", 5, 64, 48), ("clip-4x320x240", 4, 320, 240), ("clip-7x300x100", 7, 300, 100)]
 
-    kind = config["image_processor_type"].removesuffix("Fast")
-    kwargs = {k: v for k, v in config.items() if k not in ("image_processor_type", "processor_class")}
-    processor = {"Qwen2VLImageProcessor": Qwen2VLImageProcessor, "CLIPImageProcessor": CLIPImageProcessor}[kind](**kwargs)
-    values = processor(image, return_tensors="pt")["pixel_values"].numpy()
-    values = values[0] if kind == "CLIPImageProcessor" else values
-    error = np.abs(values - pil_values)
-    print(f"torchvision vs PIL {name:32} {config_name:16} max abs {error.max():.4f} mean abs {error.mean():.5f}")
+
+def videos(out_dir):
+    """Qwen2-VL's video processor (torchvision, its only backend) on frames as vLLM hands them
+    over (a `(frames, height, width, 3)` uint8 array, `do_sample_frames=False`)."""
+    from transformers import Qwen2VLVideoProcessor
+
+    for name, count, width, height in VIDEOS:
+        frames = np.stack([pattern(width, height, 60 + i) for i in range(count)])
+        (out_dir / f"{name}.frames.rgb").write_bytes(frames.tobytes())
+        for path in sorted(CONFIGS.glob("*.video.json")):
+            config_name = path.name.removesuffix(".video.json")
+            kwargs = {k: v for k, v in json.loads(path.read_text()).items() if k != "video_processor_type"}
+            out = Qwen2VLVideoProcessor(**kwargs)(videos=[frames], do_sample_frames=False, return_tensors="np")
+            values = np.ascontiguousarray(out["pixel_values_videos"], dtype="<f4")
+            tensor = f"{name}.{config_name}.video.f32"
+            (out_dir / tensor).write_bytes(values.tobytes())
+            t, h, w = (int(v) for v in out["video_grid_thw"][0])
+            yield {"frames": f"{name}.frames.rgb", "count": count, "width": width, "height": height,
+                   "config": config_name, "pixel_values": tensor, "shape": list(values.shape),
+                   "grid_thw": [t, h, w], "tokens": t * h * w // kwargs.get("merge_size", 2) ** 2}
+
+
+# Frame sampling: (total frames, source fps, requested fps).
+SAMPLINGS = [(451, 30.0, 2.0), (300, 29.97, 2.0), (10, 25.0, 2.0), (5, 30.0, 2.0), (3, 30.0, 2.0),
+             (9000, 30.0, 2.0), (120, 24.0, 60.0), (1000, 59.94, 1.0), (64, 1.0, 2.0), (2, 10.0, 2.0)]
+
+
+def samplings():
+    """vLLM's `qwen2_vl` video loader's frame indices."""
+    from vllm.multimodal.video import Qwen2VLVideoBackend
+    from vllm.multimodal.video_decoders.base import VideoSourceMetadata, VideoTargetMetadata
+
+    for total, source_fps, fps in SAMPLINGS:
+        source = VideoSourceMetadata(total_frames_num=total, original_fps=source_fps, duration=total / source_fps)
+        target = VideoTargetMetadata(num_frames=-1, fps=fps, max_duration=300)
+        indices = Qwen2VLVideoBackend.compute_frames_index_to_sample(source, target, temporal_patch_size=2)
+        yield {"total": total, "source_fps": source_fps, "fps": fps, "indices": [int(i) for i in indices]}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT / "target/media-goldens"))
-    parser.add_argument("--torchvision", action="store_true")
     args = parser.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.iterdir():
         old.unlink()
     procs = list(processors())
-    manifest = {"hash_model_id": HASH_MODEL_ID, "images": [], "cases": []}
+    manifest = {"hash_model_id": HASH_MODEL_ID, "images": [], "cases": [], "resizes": []}
+    rgb_images = {}
     for name, data, lossless in images():
         (out_dir / name).write_bytes(data)
         image, item_hash = vllm_load(data)
         pixels = np.asarray(image, dtype=np.uint8)
+        rgb_images[name] = pixels
         (out_dir / f"{name}.rgb").write_bytes(pixels.tobytes())
         manifest["images"].append({"file": name, "width": image.width, "height": image.height,
                                    "rgb": f"{name}.rgb", "exact": lossless, "hash": item_hash})
         if not lossless:
             continue
-        for config_name, processor, config, model in procs:
+        for config_name, backend, processor, config, model in procs:
             if image.width * image.height > BIG_PIXELS and config_name not in BIG_CONFIGS:
                 continue
             kind = "qwen" if "Qwen2VL" in type(processor).__name__ else "clip"
-            case = {"image": name, "config": config_name}
+            case = {"image": name, "config": config_name, "backend": backend}
             try:
                 out = processor(image, return_tensors="np")
             except ValueError as error:
@@ -175,15 +285,17 @@ def main():
                 manifest["cases"].append(case)
                 continue
             values = np.ascontiguousarray(out["pixel_values"][0] if kind == "clip" else out["pixel_values"], dtype="<f4")
-            tensor = f"{name}.{config_name}.f32"
+            tensor = f"{name}.{config_name}.{backend}.f32"
             (out_dir / tensor).write_bytes(values.tobytes())
             case.update(pixel_values=tensor, shape=list(values.shape), tokens=tokens(kind, out, config, model),
                         grid_thw=[int(v) for v in out["image_grid_thw"][0]] if kind == "qwen" else None)
             manifest["cases"].append(case)
-            if args.torchvision:
-                compare_torchvision(name, image, config_name, config, values)
+    manifest["resizes"] = list(torchvision_resizes(out_dir, rgb_images))
+    manifest["videos"] = list(videos(out_dir))
+    manifest["samplings"] = list(samplings())
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    print(f"{len(manifest['images'])} images, {len(manifest['cases'])} processor cases -> {out_dir}")
+    print(f"{len(manifest['images'])} images, {len(manifest['cases'])} processor cases, "
+          f"{len(manifest['resizes'])} resizes, {len(manifest['videos'])} videos -> {out_dir}")
 
 
 if __name__ == "__main__":

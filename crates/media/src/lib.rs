@@ -1,5 +1,5 @@
-//! Images for the multimodal models: decoding under limits (`decode`), PIL's resampling
-//! (`resize`) and the Hugging Face image processors (`processor`), with nothing of HTTP,
+//! Images for the multimodal models: decoding under limits (`decode`), PIL's and torchvision's
+//! resampling (`resize`) and the Hugging Face image processors (`processor`), with nothing of HTTP,
 //! requests or engines. The gateway maps each `MediaError` to a 400 naming the request part.
 //!
 //! The codecs are used directly (`png`, `zune-jpeg`, `image-webp`, `gif`), not through the
@@ -21,3 +21,4 @@ pub use decode::{decode, sniff, DecodeLimits, Decoded, RgbImage};
 pub use error::{ConfigError, ImageFormat, MediaError};
 pub use hash::image_hash;
 pub use processor::{ImageProcessor, Processed};
+pub use resize::Backend;

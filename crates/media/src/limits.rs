@@ -24,6 +24,12 @@ pub const codec_scratch_bytes_max: usize = 8 << 20;
 /// (the Hugging Face processor raises an error above it).
 pub const qwen_aspect_ratio_max: u32 = 200;
 
+/// Qwen2-VL video sampling (vLLM's `qwen2_vl` loader): the fewest frames taken, the most, and
+/// the highest sampling rate in frames per second it honours.
+pub const qwen_video_frames_min: usize = 4;
+pub const qwen_video_frames_max: usize = 768;
+pub const qwen_video_fps_max: f64 = 30.0;
+
 /// Processor configs: the largest patch or merge size taken from a `preprocessor_config.json`
 /// (real models use 14 or 16, and 2); a bigger one is a broken config, not a model.
 pub const config_patch_px_max: u32 = 1024;

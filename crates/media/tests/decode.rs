@@ -238,3 +238,44 @@ fn small_images_decode_to_rgb() {
         assert_eq!(image.pixels, expected, "{name}");
     }
 }
+
+/// A 3x2 grey PNG of the values 0..6 with an `eXIf` chunk holding `exif` before the image data.
+fn png_with_exif(exif: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, 3, 2);
+    encoder.set_color(png::ColorType::Grayscale);
+    let mut writer = encoder.write_header().expect("header");
+    writer.write_chunk(png::chunk::eXIf, exif).expect("eXIf");
+    writer.write_image_data(&[0, 1, 2, 3, 4, 5]).expect("data");
+    drop(writer);
+    out
+}
+
+/// A little-endian TIFF whose first IFD holds one `Orientation` entry.
+fn orientation_exif(orientation: u16) -> Vec<u8> {
+    let mut tiff = b"II\x2a\x00\x08\x00\x00\x00\x01\x00\x12\x01\x03\x00\x01\x00\x00\x00".to_vec();
+    tiff.extend_from_slice(&orientation.to_le_bytes());
+    tiff.extend_from_slice(&[0; 6]);
+    tiff
+}
+
+#[test]
+fn exif_orientation_turns_the_pixels() {
+    // (what, EXIF, size, values) where the values are `Image.transpose`'s of the stored 0..6 in
+    // PIL.
+    type Case = (&'static str, Vec<u8>, (u32, u32), [u8; 6]);
+    let cases: [Case; 5] = [
+        ("1: as stored", orientation_exif(1), (3, 2), [0, 1, 2, 3, 4, 5]),
+        ("3: half a turn", orientation_exif(3), (3, 2), [5, 4, 3, 2, 1, 0]),
+        ("6: a quarter turn clockwise", orientation_exif(6), (2, 3), [3, 0, 4, 1, 5, 2]),
+        ("8: a quarter turn back", orientation_exif(8), (2, 3), [2, 5, 1, 4, 0, 3]),
+        ("not TIFF: as stored", b"not a TIFF at all".to_vec(), (3, 2), [0, 1, 2, 3, 4, 5]),
+    ];
+    for (name, exif, size, values) in cases {
+        let image =
+            decode(&png_with_exif(&exif), &DecodeLimits::default()).unwrap_or_else(|e| panic!("{name}: {e}")).image;
+        assert_eq!((image.width, image.height), size, "{name}");
+        let got: Vec<u8> = image.pixels.chunks_exact(3).map(|p| p[0]).collect();
+        assert_eq!(got, values, "{name}");
+    }
+}

@@ -3,7 +3,7 @@
 //! written next to them (transformers' `smart_resize` and CLIP's patch count).
 
 use shardgate_media::processor::{Clip, QwenVl};
-use shardgate_media::{ImageProcessor, MediaError, RgbImage};
+use shardgate_media::{Backend, ImageProcessor, MediaError, RgbImage};
 
 fn config(name: &str) -> String {
     let path = format!("{}/tests/configs/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -37,6 +37,8 @@ fn configs_choose_the_processor_and_its_values() {
         let p = qwen(name);
         assert_eq!((p.patch_size, p.merge_size, p.temporal_patch_size), (patch, 2, 2), "{name}");
         assert_eq!((p.min_pixels, p.max_pixels), (min, max), "{name}");
+        // What vLLM runs (transformers 5 with torchvision installed).
+        assert_eq!(p.backend, Backend::Torchvision, "{name}");
     }
     let c = clip();
     assert_eq!((c.crop, c.patch_size), (Some((336, 336)), 14));
@@ -116,4 +118,33 @@ fn images_a_processor_refuses() {
         assert!(matches!(error, MediaError::AspectRatio { .. } | MediaError::Unprocessable { .. }));
         assert!(error.to_string().contains(expected), "{error}");
     }
+}
+
+#[test]
+fn video_configs_and_refusals() {
+    let video = QwenVl::from_video_config(&config("qwen2-vl.video.json")).expect("video");
+    // Qwen2VLVideoProcessor's own `size` default, not the image processor's.
+    assert_eq!((video.min_pixels, video.max_pixels, video.temporal_patch_size), (128 * 28 * 28, 28 * 28 * 768, 2));
+    let configs = [
+        ("{}", "no `video_processor_type`"),
+        (r#"{"video_processor_type": "Qwen3VLVideoProcessor"}"#, "`Qwen3VLVideoProcessor` is not a supported video"),
+        (r#"{"video_processor_type": "Qwen2VLVideoProcessor", "merge_size": 0}"#, "`merge_size` is 0"),
+    ];
+    for (text, expected) in configs {
+        let error = QwenVl::from_video_config(text).expect_err(expected).to_string();
+        assert!(error.contains(expected), "{error}");
+    }
+    let frame = |width: u32, height: u32| RgbImage { width, height, pixels: vec![9; (width * height * 3) as usize] };
+    let clips: [(Vec<RgbImage>, &str); 3] = [
+        (vec![], "a video needs a frame"),
+        (vec![frame(64, 48), frame(64, 48), frame(48, 64)], "a frame of the same video is 48x64"),
+        (vec![frame(1, 300)], "absolute aspect ratio must be smaller than 200"),
+    ];
+    for (frames, expected) in clips {
+        let error = video.process_video(&frames).expect_err(expected).to_string();
+        assert!(error.contains(expected), "{error}");
+    }
+    // Three frames: the last is repeated to make two temporal groups.
+    let out = video.process_video(&[frame(64, 48), frame(64, 48), frame(64, 48)]).expect("video");
+    assert_eq!((out.grid_thw, out.tokens), (Some([2, 20, 28]), 280));
 }

@@ -1,6 +1,7 @@
 //! Encoded bytes to 8-bit RGB under limits, as vLLM's image loader does it with PIL: transparent
 //! images (an alpha channel, a PNG `tRNS` chunk, a GIF transparent index) are laid over white,
-//! everything else converted to RGB; a GIF or animated WebP gives its first frame.
+//! everything else converted to RGB; a GIF or animated WebP gives its first frame. A JPEG, PNG
+//! or WebP whose EXIF (or XMP) orientation says so is turned as displayed (`orientation.rs`).
 //!
 //! Each codec reads the header first and `DecodeLimits::check_size` refuses the dimensions
 //! before a pixel buffer exists, so a small file claiming a huge image costs nothing. Decoding
@@ -9,6 +10,7 @@
 
 mod gif;
 mod jpeg;
+mod orientation;
 mod png;
 mod rgb;
 mod webp;

@@ -1,11 +1,14 @@
 //! PNG through the `png` crate: palette, low bit depths and `tRNS` expanded, 16-bit samples cut
 //! to their high byte as PIL reads 16-bit colour, except 16-bit grey: PIL opens that as `I;16`
-//! and its conversion to RGB clips each value to 255.
+//! and its conversion to RGB clips each value to 255. An `eXIf` chunk's orientation (or an XMP
+//! `iTXt` one's) before the image data turns it.
 
 use std::io::Cursor;
 
+use super::orientation::{apply, orientation};
 use super::{malformed, DecodeLimits, Decoded, RgbImage};
 use crate::error::{ImageFormat, MediaError};
+use crate::limits;
 
 const FORMAT: ImageFormat = ImageFormat::Png;
 
@@ -30,11 +33,21 @@ pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<Decoded, Med
     let frame = reader.next_frame(&mut samples).map_err(|e| malformed(FORMAT, e))?;
     let channels = frame.color_type.samples();
     samples.truncate(frame.buffer_size());
-    if grey16 {
+    let image = if grey16 {
         let clipped: Vec<u8> =
             samples.chunks_exact(2).map(|v| u16::from_be_bytes([v[0], v[1]]).min(255) as u8).collect();
-        let image = RgbImage::from_interleaved(width, height, 1, &clipped);
-        return Ok(Decoded { image, converted });
-    }
-    Ok(Decoded { image: RgbImage::from_interleaved(width, height, channels, &samples), converted })
+        RgbImage::from_interleaved(width, height, 1, &clipped)
+    } else {
+        RgbImage::from_interleaved(width, height, channels, &samples)
+    };
+    let info = reader.info();
+    // PIL keeps an `eXIf` chunk behind the JPEG segment's header.
+    let exif = info.exif_metadata.as_ref().map(|chunk| [b"Exif\0\0", chunk.as_ref()].concat());
+    let xmp = info.utf8_text.iter().find(|chunk| chunk.keyword == "XML:com.adobe.xmp").and_then(|chunk| {
+        // A compressed packet inflates within the codec scratch bound, or counts as absent.
+        let mut chunk = chunk.clone();
+        chunk.decompress_text_with_limit(limits::codec_scratch_bytes_max).ok()?;
+        chunk.get_text().ok()
+    });
+    Ok(Decoded { image: apply(image, orientation(exif.as_deref(), xmp.as_deref().map(str::as_bytes))), converted })
 }

@@ -8,7 +8,7 @@ use super::Processed;
 use crate::decode::RgbImage;
 use crate::error::MediaError;
 use crate::limits;
-use crate::resize::{resize, Filter};
+use crate::resize::{resize, Backend, Filter};
 
 /// What `size` in the config asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +25,7 @@ pub struct Clip {
     pub normalize: Normalize,
     /// The vision tower's patch side (`vision_config.patch_size` of `config.json`).
     pub patch_size: u32,
+    pub backend: Backend,
 }
 
 impl Clip {
@@ -57,7 +58,7 @@ impl Clip {
                     );
                     return Err(MediaError::Unprocessable { width: image.width, height: image.height, detail });
                 }
-                resized = resize(image, width, height, filter);
+                resized = resize(image, width, height, filter, self.backend);
                 &resized
             }
             None => image,
@@ -78,7 +79,7 @@ impl Clip {
         let tokens = (height / self.patch_size) as usize * (width / self.patch_size) as usize;
         Ok(Processed {
             shape: vec![3, height as usize, width as usize],
-            pixel_values: self.normalize.planes(&cropped),
+            pixel_values: self.normalize.planes(&cropped, self.backend),
             grid_thw: None,
             tokens,
         })

@@ -10,7 +10,7 @@ use super::qwen2_vl::QwenVl;
 use super::ImageProcessor;
 use crate::error::ConfigError;
 use crate::limits;
-use crate::resize::Filter;
+use crate::resize::{Backend, Filter};
 
 /// OpenAI CLIP's mean and std, the default of both processors.
 const CLIP_MEAN: [f64; 3] = [0.48145466, 0.4578275, 0.40821073];
@@ -18,6 +18,9 @@ const CLIP_STD: [f64; 3] = [0.26862954, 0.26130258, 0.27577711];
 /// Qwen2-VL's `size` default: `shortest_edge` (min pixels) and `longest_edge` (max pixels).
 const QWEN_MIN_PIXELS: u64 = 56 * 56;
 const QWEN_MAX_PIXELS: u64 = 28 * 28 * 1280;
+/// Qwen2-VL's video processor's `size` default (per frame).
+const QWEN_VIDEO_MIN_PIXELS: u64 = 128 * 28 * 28;
+const QWEN_VIDEO_MAX_PIXELS: u64 = 28 * 28 * 768;
 const BICUBIC: u64 = 3;
 
 fn error(text: impl Into<String>) -> ConfigError {
@@ -97,17 +100,18 @@ impl Fields<'_> {
     }
 }
 
-fn qwen(fields: &Fields) -> Result<QwenVl, ConfigError> {
+/// Qwen2-VL's image or video processor; `pixels` are the class's `size` default.
+fn qwen(fields: &Fields, pixels: (u64, u64)) -> Result<QwenVl, ConfigError> {
     let patch_max = limits::config_patch_px_max as u64;
     let pixels_max = limits::image_pixels_max;
     // A top-level `min_pixels` / `max_pixels` overrides `size`, as the processor's constructor does.
     let min_pixels = match fields.get(&["min_pixels"]) {
         Some(_) => fields.uint(&["min_pixels"], 0, pixels_max)?,
-        None => fields.uint(&["size", "shortest_edge"], QWEN_MIN_PIXELS, pixels_max)?,
+        None => fields.uint(&["size", "shortest_edge"], pixels.0, pixels_max)?,
     };
     let max_pixels = match fields.get(&["max_pixels"]) {
         Some(_) => fields.uint(&["max_pixels"], 0, u64::MAX)?,
-        None => fields.uint(&["size", "longest_edge"], QWEN_MAX_PIXELS, u64::MAX)?,
+        None => fields.uint(&["size", "longest_edge"], pixels.1, u64::MAX)?,
     };
     let processor = QwenVl {
         patch_size: fields.uint(&["patch_size"], 14, patch_max)? as u32,
@@ -117,6 +121,7 @@ fn qwen(fields: &Fields) -> Result<QwenVl, ConfigError> {
         max_pixels,
         resize: fields.filter()?,
         normalize: fields.normalize()?,
+        backend: Backend::default(),
     };
     let factor = (processor.patch_size * processor.merge_size) as u64;
     if min_pixels < factor * factor || max_pixels < min_pixels {
@@ -157,7 +162,7 @@ fn clip(fields: &Fields, model: &Fields) -> Result<Clip, ConfigError> {
         }
     }
     let patch_size = model.uint(&["vision_config", "patch_size"], 14, limits::config_patch_px_max as u64)? as u32;
-    Ok(Clip { resize, crop, normalize: fields.normalize()?, patch_size })
+    Ok(Clip { resize, crop, normalize: fields.normalize()?, patch_size, backend: Backend::default() })
 }
 
 fn parse(text: &str, name: &str) -> Result<Map<String, Value>, ConfigError> {
@@ -175,11 +180,23 @@ pub(super) fn from_configs(preprocessor: &str, model: Option<&str>) -> Result<Im
     let class = fields.get(&["image_processor_type"]).and_then(Value::as_str).unwrap_or("");
     let base = class.strip_suffix("Fast").or_else(|| class.strip_suffix("Pil")).unwrap_or(class);
     match base {
-        "Qwen2VLImageProcessor" => Ok(ImageProcessor::QwenVl(qwen(&fields)?)),
+        "Qwen2VLImageProcessor" => Ok(ImageProcessor::QwenVl(qwen(&fields, (QWEN_MIN_PIXELS, QWEN_MAX_PIXELS))?)),
         "CLIPImageProcessor" => Ok(ImageProcessor::Clip(clip(&fields, &Fields(&model))?)),
         "" => Err(error("no `image_processor_type`")),
         other => Err(error(format!(
             "`{other}` is not a supported image processor (Qwen2VLImageProcessor, CLIPImageProcessor)"
         ))),
+    }
+}
+
+/// A `video_preprocessor_config.json` (or a `preprocessor_config.json` naming a video processor).
+pub(super) fn video_from_config(text: &str) -> Result<QwenVl, ConfigError> {
+    let config = parse(text, "video_preprocessor_config.json")?;
+    let fields = Fields(&config);
+    let class = fields.get(&["video_processor_type"]).and_then(Value::as_str).unwrap_or("");
+    match class.strip_suffix("Fast").unwrap_or(class) {
+        "Qwen2VLVideoProcessor" => qwen(&fields, (QWEN_VIDEO_MIN_PIXELS, QWEN_VIDEO_MAX_PIXELS)),
+        "" => Err(error("no `video_processor_type`")),
+        other => Err(error(format!("`{other}` is not a supported video processor (Qwen2VLVideoProcessor)"))),
     }
 }

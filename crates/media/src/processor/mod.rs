@@ -5,15 +5,18 @@
 
 mod clip;
 mod config;
+mod frames;
 mod normalize;
 mod qwen2_vl;
 
 pub use clip::{Clip, ClipSize};
+pub use frames::qwen2_vl_frame_indices;
 pub use normalize::Normalize;
 pub use qwen2_vl::{smart_resize, QwenVl};
 
 use crate::decode::RgbImage;
 use crate::error::{ConfigError, MediaError};
+use crate::resize::Backend;
 
 /// One image, processed.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +30,15 @@ pub struct Processed {
     pub tokens: usize,
 }
 
+impl QwenVl {
+    /// Qwen2-VL's video processor from the text of `video_preprocessor_config.json`; its frames
+    /// go through `process_video`, resized as the torchvision backend does (the only one
+    /// transformers has for video).
+    pub fn from_video_config(config: &str) -> Result<QwenVl, ConfigError> {
+        config::video_from_config(config)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum ImageProcessor {
     QwenVl(QwenVl),
@@ -34,9 +46,19 @@ pub enum ImageProcessor {
 }
 
 impl ImageProcessor {
-    /// From the text of `preprocessor_config.json` and, where the model has one, `config.json`.
+    /// From the text of `preprocessor_config.json` and, where the model has one, `config.json`,
+    /// resizing as the torchvision-backed processor does (what vLLM runs; `with_backend` for
+    /// the PIL-backed one).
     pub fn from_configs(preprocessor: &str, model: Option<&str>) -> Result<ImageProcessor, ConfigError> {
         config::from_configs(preprocessor, model)
+    }
+
+    /// The same processor, resizing and normalising in `backend`'s arithmetic.
+    pub fn with_backend(self, backend: Backend) -> ImageProcessor {
+        match self {
+            ImageProcessor::QwenVl(p) => ImageProcessor::QwenVl(QwenVl { backend, ..p }),
+            ImageProcessor::Clip(p) => ImageProcessor::Clip(Clip { backend, ..p }),
+        }
     }
 
     pub fn process(&self, image: &RgbImage) -> Result<Processed, MediaError> {

@@ -1,7 +1,14 @@
-//! `rescale` then `normalize`, in the Hugging Face processors' arithmetic: the sample times the
-//! factor in `f64`, cast to `f32`, then `(x - mean) / std` in `f32`, planes in channel order.
+//! `rescale` then `normalize`, in the arithmetic of the processor's backend, planes in channel
+//! order:
+//!
+//! - PIL backend (numpy): the sample times the factor in `f64`, cast to `f32`, then
+//!   `(x - mean) / std` in `f32`;
+//! - torchvision backend: rescale is folded into normalise (`mean / factor` and `std / factor`
+//!   as `f32` tensors times the `f32` of `1 / factor`), so `(x - mean') / std'` on the sample as
+//!   `f32`; rescale alone is the `f32` sample times the `f32` factor.
 
 use crate::decode::RgbImage;
+use crate::resize::Backend;
 
 /// The per-channel affine steps a config turns on.
 #[derive(Debug, Clone, PartialEq)]
@@ -11,22 +18,28 @@ pub struct Normalize {
 }
 
 impl Normalize {
-    fn sample(&self, channel: usize, value: u8) -> f32 {
-        let x = match self.rescale_factor {
-            Some(factor) => (value as f64 * factor) as f32,
-            None => value as f32,
-        };
-        match self.mean_std {
-            Some((mean, std)) => (x - mean[channel]) / std[channel],
-            None => x,
+    fn sample(&self, channel: usize, value: u8, backend: Backend) -> f32 {
+        match (backend, self.rescale_factor, self.mean_std) {
+            (Backend::Pil, factor, mean_std) => {
+                let x = factor.map_or(value as f32, |factor| (value as f64 * factor) as f32);
+                mean_std.map_or(x, |(mean, std)| (x - mean[channel]) / std[channel])
+            }
+            (Backend::Torchvision, Some(factor), Some((mean, std))) => {
+                let inverse = (1.0 / factor) as f32;
+                (value as f32 - mean[channel] * inverse) / (std[channel] * inverse)
+            }
+            (Backend::Torchvision, None, Some((mean, std))) => (value as f32 - mean[channel]) / std[channel],
+            (Backend::Torchvision, Some(factor), None) => value as f32 * factor as f32,
+            (Backend::Torchvision, None, None) => value as f32,
         }
     }
 
     /// The image as `(3, height, width)` `f32` planes.
-    pub fn planes(&self, image: &RgbImage) -> Vec<f32> {
+    pub fn planes(&self, image: &RgbImage, backend: Backend) -> Vec<f32> {
         // 256 values per channel: a table is exact and spares the division per sample.
-        let table: Vec<[f32; 3]> =
-            (0..=255u8).map(|v| [self.sample(0, v), self.sample(1, v), self.sample(2, v)]).collect();
+        let table: Vec<[f32; 3]> = (0..=255u8)
+            .map(|v| [self.sample(0, v, backend), self.sample(1, v, backend), self.sample(2, v, backend)])
+            .collect();
         let plane = image.width as usize * image.height as usize;
         let mut out = vec![0f32; plane * 3];
         for (i, pixel) in image.pixels.chunks_exact(3).enumerate() {

@@ -1,16 +1,18 @@
 //! Qwen2-VL's image processor (also Qwen2.5-VL's and Qwen3-VL's, with their configs' patch
 //! size, pixel bounds, mean and std): `smart_resize` to a multiple of `patch_size *
-//! merge_size`, bicubic resize through PIL's arithmetic, rescale and normalise, the frame
+//! merge_size`, bicubic resize in the arithmetic of the chosen backend (torchvision's or
+//! PIL's), rescale and normalise, the frame
 //! repeated `temporal_patch_size` times, then cut into patches laid out as the vision tower
 //! reads them: rows `(grid_t * grid_h * grid_w)`, each `C * T * P * P` long, merge blocks
-//! contiguous.
+//! contiguous. A video (`Qwen2VLVideoProcessor`) is the same per frame, its frames taken
+//! `temporal_patch_size` at a time instead of one image repeated.
 
 use super::normalize::Normalize;
 use super::Processed;
 use crate::decode::RgbImage;
 use crate::error::MediaError;
 use crate::limits;
-use crate::resize::{resize, Filter};
+use crate::resize::{resize, Backend, Filter};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct QwenVl {
@@ -23,6 +25,7 @@ pub struct QwenVl {
     /// multiples of `patch_size * merge_size`).
     pub resize: Option<Filter>,
     pub normalize: Normalize,
+    pub backend: Backend,
 }
 
 /// `smart_resize(height, width, factor, min_pixels, max_pixels)`: the sides, multiples of
@@ -73,50 +76,86 @@ impl QwenVl {
         Ok([1, h / self.patch_size, w / self.patch_size])
     }
 
-    pub fn process(&self, image: &RgbImage) -> Result<Processed, MediaError> {
+    /// The size `image` is resized to, refused unless whole patch blocks tile it.
+    fn checked_target(&self, image: &RgbImage) -> Result<(u32, u32), MediaError> {
         let (height, width) = self.target_size(image.height, image.width)?;
         let factor = self.factor();
         if height == 0 || width == 0 || height % factor != 0 || width % factor != 0 {
             let detail = format!("its sides are not multiples of {factor} after resizing (to {width}x{height})");
             return Err(MediaError::Unprocessable { width: image.width, height: image.height, detail });
         }
-        let resized;
-        let image = match self.resize {
-            Some(filter) => {
-                resized = resize(image, width, height, filter);
-                &resized
-            }
-            None => image,
-        };
-        let planes = self.normalize.planes(image);
+        Ok((height, width))
+    }
+
+    /// One image or frame resized to `(height, width)`, rescaled and normalised: `(3, height,
+    /// width)` planes.
+    fn planes(&self, image: &RgbImage, (height, width): (u32, u32)) -> Vec<f32> {
+        match self.resize {
+            Some(filter) => self.normalize.planes(&resize(image, width, height, filter, self.backend), self.backend),
+            None => self.normalize.planes(image, self.backend),
+        }
+    }
+
+    /// `frames` (each `(3, height, width)` planes, a multiple of `temporal_patch_size` of them)
+    /// cut into patches: rows `(grid_t, grid_h, grid_w)` with merge blocks contiguous, each row
+    /// `(3, temporal_patch_size, patch_size, patch_size)`.
+    pub(super) fn patches(&self, frames: &[&[f32]], (height, width): (u32, u32)) -> Processed {
         let [p, t, m] = [self.patch_size, self.temporal_patch_size, self.merge_size].map(|v| v as usize);
-        let (grid_h, grid_w) = (height as usize / p, width as usize / p);
+        let (grid_t, grid_h, grid_w) = (frames.len() / t, height as usize / p, width as usize / p);
         let row_len = 3 * t * p * p;
-        let mut pixel_values = Vec::with_capacity(grid_h * grid_w * row_len);
+        let mut pixel_values = Vec::with_capacity(grid_t * grid_h * grid_w * row_len);
         let plane = height as usize * width as usize;
-        for block_y in 0..grid_h / m {
-            for block_x in 0..grid_w / m {
-                for my in 0..m {
-                    for mx in 0..m {
-                        let (top, left) = ((block_y * m + my) * p, (block_x * m + mx) * p);
-                        for c in 0..3 {
-                            let start = pixel_values.len();
-                            for y in top..top + p {
-                                let at = c * plane + y * width as usize + left;
-                                pixel_values.extend_from_slice(&planes[at..at + p]);
-                            }
-                            // The temporal copies of one channel follow each other.
-                            for _ in 1..t {
-                                pixel_values.extend_from_within(start..start + p * p);
+        for group in frames.chunks_exact(t) {
+            for block_y in 0..grid_h / m {
+                for block_x in 0..grid_w / m {
+                    for my in 0..m {
+                        for mx in 0..m {
+                            let (top, left) = ((block_y * m + my) * p, (block_x * m + mx) * p);
+                            for c in 0..3 {
+                                for frame in group {
+                                    for y in top..top + p {
+                                        let at = c * plane + y * width as usize + left;
+                                        pixel_values.extend_from_slice(&frame[at..at + p]);
+                                    }
+                                }
                             }
                         }
                     }
                 }
             }
         }
-        let grid = [1, grid_h as u32, grid_w as u32];
-        let tokens = grid_h * grid_w / (m * m);
-        Ok(Processed { shape: vec![grid_h * grid_w, row_len], pixel_values, grid_thw: Some(grid), tokens })
+        let grid = [grid_t as u32, grid_h as u32, grid_w as u32];
+        let tokens = grid_t * grid_h * grid_w / (m * m);
+        Processed { shape: vec![grid_t * grid_h * grid_w, row_len], pixel_values, grid_thw: Some(grid), tokens }
+    }
+
+    /// The image as a clip of `temporal_patch_size` copies of itself.
+    pub fn process(&self, image: &RgbImage) -> Result<Processed, MediaError> {
+        let size = self.checked_target(image)?;
+        let planes = self.planes(image, size);
+        Ok(self.patches(&vec![planes.as_slice(); self.temporal_patch_size as usize], size))
+    }
+
+    /// A video's frames (all of one size, as vLLM stacks them), each resized and normalised as
+    /// an image, the last repeated up to a multiple of `temporal_patch_size`
+    /// (`Qwen2VLVideoProcessor`; `grid_t` is the number of frame groups).
+    pub fn process_video(&self, frames: &[RgbImage]) -> Result<Processed, MediaError> {
+        // Refusals name the first frame's size: a new `MediaError` variant would break the
+        // gateway's exhaustive mapping of them.
+        let no_frames = || MediaError::Unprocessable { width: 0, height: 0, detail: "a video needs a frame".into() };
+        let first = frames.first().ok_or_else(no_frames)?;
+        if let Some(other) = frames.iter().find(|f| (f.width, f.height) != (first.width, first.height)) {
+            let detail =
+                format!("a frame of the same video is {}x{} (frames share one size)", other.width, other.height);
+            return Err(MediaError::Unprocessable { width: first.width, height: first.height, detail });
+        }
+        let size = self.checked_target(first)?;
+        let planes: Vec<Vec<f32>> = frames.iter().map(|frame| self.planes(frame, size)).collect();
+        let t = self.temporal_patch_size as usize;
+        let mut frames: Vec<&[f32]> = planes.iter().map(Vec::as_slice).collect();
+        let last = frames[frames.len() - 1];
+        frames.resize(frames.len().div_ceil(t) * t, last);
+        Ok(self.patches(&frames, size))
     }
 }
 
