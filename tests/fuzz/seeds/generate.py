@@ -150,6 +150,12 @@ def png(width, height, colour_type, bit_depth, rows, extra_chunks=()):
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + body + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
+def tiff_orientation(value):
+    """A little-endian TIFF block with one IFD entry: Orientation (0x0112, SHORT) = value."""
+    return b"II*\x00" + struct.pack("<I", 8) + struct.pack("<H", 1) + struct.pack("<HHIHH", 0x0112, 3, 1, value, 0) \
+        + struct.pack("<I", 0)
+
+
 def pil_images():
     """JPEG and WebP seeds, where PIL is importable (the real-vLLM venv's python); else None."""
     try:
@@ -166,6 +172,12 @@ def pil_images():
         buffer = io.BytesIO()
         (image.convert("L") if name == "jpeg-grey" else image).save(buffer, format=fmt, **options)
         out.append((name, b"\x00" + buffer.getvalue()))
+    for orientation in (3, 8):
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        buffer = io.BytesIO()
+        image.save(buffer, format="JPEG", quality=80, exif=exif.tobytes())
+        out.append((f"jpeg-exif-orientation-{orientation}", b"\x00" + buffer.getvalue()))
     return out
 
 
@@ -183,6 +195,8 @@ def image_decode():
         ("png-palette-trns", b"\x00" + png(4, 2, 3, 2, palette_rows,
                                            [(b"PLTE", bytes(range(12))), (b"tRNS", b"\x00\x80")])),
         ("gif-transparent", b"\x00" + gif),
+        # EXIF orientation 6 (turn 90°) in a PNG eXIf chunk: the decoder's TIFF reader.
+        ("png-exif-orientation", b"\x00" + png(4, 3, 2, 8, rgb_rows, [(b"eXIf", tiff_orientation(6))])),
     ]
     for kind, name in enumerate(["png", "gif", "jpeg", "webp"]):
         seeds.append((f"header-{name}-huge", bytes([1, kind]) + struct.pack("<II", 50000, 40000)))
