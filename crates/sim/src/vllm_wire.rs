@@ -4,6 +4,7 @@
 use shardgate_wire::msgpack::{DecodeResult, Kind, Reader, Writer};
 
 use crate::error::RequestError;
+use crate::vllm_mm::{self, MmSummary};
 use shardgate_wire::RequestError as EngineRequestError;
 
 /// The parts of an `EngineCoreRequest` the simulator acts on.
@@ -29,11 +30,17 @@ pub struct AddRequest {
     pub return_logprob: bool,
     /// vLLM `structured_outputs`, its non-nil keys (the simulator records, never enforces).
     pub structured_outputs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// vLLM `mm_features`, checked against the aux frames and the prompt.
+    pub mm: Option<MmSummary>,
 }
 
-/// Decodes an ADD payload. Errors are what would kill a real engine's input thread.
-pub fn decode_add(payload: &[u8]) -> Result<AddRequest, RequestError> {
-    let r = decode_add_inner(payload)?;
+/// Decodes an ADD payload and its aux frames. Errors are what would kill a real engine's
+/// input thread (or, for placeholder ranges, fail the request in its input processing).
+pub fn decode_add(payload: &[u8], aux: &[Vec<u8>]) -> Result<AddRequest, RequestError> {
+    let r = decode_add_inner(payload, aux)?;
+    if let Some(mm) = &r.mm {
+        vllm_mm::check_ranges(mm, &r.prompt)?;
+    }
     if let Some(so) = &r.structured_outputs {
         let kinds = ["json", "regex", "choice", "grammar", "json_object", "structural_tag"];
         let set = kinds.iter().filter(|k| so.contains_key(**k)).count();
@@ -54,7 +61,7 @@ pub fn decode_add(payload: &[u8]) -> Result<AddRequest, RequestError> {
     Ok(r)
 }
 
-fn decode_add_inner(payload: &[u8]) -> DecodeResult<AddRequest> {
+fn decode_add_inner(payload: &[u8], aux: &[Vec<u8>]) -> DecodeResult<AddRequest> {
     let mut r = Reader::new(payload);
     let n = r.array_len()?;
     let mut req = AddRequest { temperature: 1.0, top_p: 1.0, max_tokens: Some(16), ..Default::default() };
@@ -67,6 +74,7 @@ fn decode_add_inner(payload: &[u8]) -> DecodeResult<AddRequest> {
                     req.prompt.push(r.u32()?);
                 }
             }
+            2 => req.mm = vllm_mm::decode_features(&mut r, aux)?,
             3 => decode_sampling(&mut r, &mut req)?,
             11 => req.client_index = r.u64()? as usize,
             _ => r.skip()?,
@@ -476,7 +484,7 @@ mod tests {
 
     #[test]
     fn decodes_a_0_33_add() {
-        let add = decode_add(&fixture_0_33("add")).unwrap();
+        let add = decode_add(&fixture_0_33("add"), &[]).unwrap();
         assert_eq!((add.request_id.as_str(), add.prompt.as_slice()), ("r-1", &[1, 2, 3][..]));
         assert_eq!((add.max_tokens, add.temperature, add.seed), (Some(4), 0.0, Some(7)));
         assert_eq!(add.stop_token_ids, [151645]);
