@@ -45,6 +45,7 @@ fn request(id: &str, prompt: Vec<u32>, sampling: SamplingParams) -> EngineReques
         arrival_time: 1_700_000_000.5,
         cache_salt: None,
         priority: 0,
+        mm_features: Default::default(),
     }
 }
 

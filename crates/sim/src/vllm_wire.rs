@@ -4,6 +4,7 @@
 use shardgate_wire::msgpack::{DecodeResult, Kind, Reader, Writer};
 
 use crate::error::RequestError;
+use crate::vllm_mm::{self, MmSummary};
 use shardgate_wire::RequestError as EngineRequestError;
 
 /// The parts of an `EngineCoreRequest` the simulator acts on.
@@ -29,11 +30,17 @@ pub struct AddRequest {
     pub return_logprob: bool,
     /// vLLM `structured_outputs`, its non-nil keys (the simulator records, never enforces).
     pub structured_outputs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// vLLM `mm_features`, checked against the aux frames and the prompt.
+    pub mm: Option<MmSummary>,
 }
 
-/// Decodes an ADD payload. Errors are what would kill a real engine's input thread.
-pub fn decode_add(payload: &[u8]) -> Result<AddRequest, RequestError> {
-    let r = decode_add_inner(payload)?;
+/// Decodes an ADD payload and its aux frames. Errors are what would kill a real engine's
+/// input thread (or, for placeholder ranges, fail the request in its input processing).
+pub fn decode_add(payload: &[u8], aux: &[Vec<u8>]) -> Result<AddRequest, RequestError> {
+    let r = decode_add_inner(payload, aux)?;
+    if let Some(mm) = &r.mm {
+        vllm_mm::check_ranges(mm, &r.prompt)?;
+    }
     if let Some(so) = &r.structured_outputs {
         let kinds = ["json", "regex", "choice", "grammar", "json_object", "structural_tag"];
         let set = kinds.iter().filter(|k| so.contains_key(**k)).count();
@@ -54,7 +61,7 @@ pub fn decode_add(payload: &[u8]) -> Result<AddRequest, RequestError> {
     Ok(r)
 }
 
-fn decode_add_inner(payload: &[u8]) -> DecodeResult<AddRequest> {
+fn decode_add_inner(payload: &[u8], aux: &[Vec<u8>]) -> DecodeResult<AddRequest> {
     let mut r = Reader::new(payload);
     let n = r.array_len()?;
     let mut req = AddRequest { temperature: 1.0, top_p: 1.0, max_tokens: Some(16), ..Default::default() };
@@ -67,6 +74,7 @@ fn decode_add_inner(payload: &[u8]) -> DecodeResult<AddRequest> {
                     req.prompt.push(r.u32()?);
                 }
             }
+            2 => req.mm = vllm_mm::decode_features(&mut r, aux)?,
             3 => decode_sampling(&mut r, &mut req)?,
             11 => req.client_index = r.u64()? as usize,
             _ => r.skip()?,
@@ -422,7 +430,12 @@ pub fn encode_utility_reply(call_id: u64, result_bool: bool, timestamp: f64, out
 
 #[cfg(test)]
 mod tests {
+    use std::rc::Rc;
+
     use super::*;
+    use shardgate_wire::mm::{Feature, Field, Layout, Modality, Tensor};
+    use shardgate_wire::vllm::request::encode_add;
+    use shardgate_wire::{EngineRequest, SamplingParams};
 
     /// Messages vLLM 0.33's own structs encoded (tools/wire-fixtures/vllm-0.33.sh).
     fn fixture_0_33(case: &str) -> Vec<u8> {
@@ -476,9 +489,68 @@ mod tests {
 
     #[test]
     fn decodes_a_0_33_add() {
-        let add = decode_add(&fixture_0_33("add")).unwrap();
+        let add = decode_add(&fixture_0_33("add"), &[]).unwrap();
         assert_eq!((add.request_id.as_str(), add.prompt.as_slice()), ("r-1", &[1, 2, 3][..]));
         assert_eq!((add.max_tokens, add.temperature, add.seed), (Some(4), 0.0, Some(7)));
         assert_eq!(add.stop_token_ids, [151645]);
+    }
+
+    /// A request with one image of 16 patch rows (4 placeholders at offset 1) as the gateway
+    /// encodes it: the main frame and its aux frames.
+    fn encoded(offset: u32, prompt: Vec<u32>) -> (Vec<u8>, Vec<Vec<u8>>) {
+        let pixels = Field {
+            key: "pixel_values",
+            data: Tensor::f32(vec![16, 1176], &vec![0.5; 16 * 1176]),
+            layout: Layout::Flat { slices: vec![(0, 16)], dim: 0 },
+            keep_on_cpu: false,
+        };
+        let grid = Field {
+            key: "image_grid_thw",
+            data: Tensor::i64(vec![3], &[1, 4, 4]),
+            layout: Layout::Batched,
+            keep_on_cpu: true,
+        };
+        let image = Feature {
+            modality: Modality::Image,
+            fields: Some(vec![pixels, grid].into()),
+            hash: "h".into(),
+            offset,
+            length: 4,
+        };
+        let req = EngineRequest {
+            request_id: "r".into(),
+            prompt_token_ids: Rc::from(prompt),
+            sampling: SamplingParams::default(),
+            arrival_time: 0.0,
+            cache_salt: None,
+            priority: 0,
+            mm_features: vec![image].into(),
+        };
+        let (mut main, mut aux) = (Vec::new(), Vec::new());
+        encode_add(&req, 0, &mut main, &mut aux);
+        (main, aux.iter().map(|a| a.to_vec()).collect())
+    }
+
+    /// What the refusal says, the main frame, the aux frames.
+    type Case = (&'static str, Vec<u8>, Vec<Vec<u8>>);
+
+    #[test]
+    fn features_are_checked_against_aux_frames_and_prompt() {
+        let prompt = vec![7, 9, 9, 9, 9, 8];
+        let (main, aux) = encoded(1, prompt.clone());
+        let mm = decode_add(&main, &aux).unwrap().mm.unwrap();
+        assert_eq!((mm.items, mm.placeholder_tokens, mm.tensor_bytes), (1, 4, 16 * 1176 * 4 + 24));
+        assert_eq!(mm.ranges, [(1, 4)]);
+        let truncated = vec![aux[0][..100].to_vec()];
+        let cases: [Case; 4] = [
+            ("aux frame 1 missing", main.clone(), vec![]),
+            ("bytes for 18816 elements", main.clone(), truncated),
+            ("beyond a prompt of 6", encoded(3, prompt.clone()).0, aux.clone()),
+            ("not one repeated token", encoded(2, prompt).0, aux.clone()),
+        ];
+        for (want, main, aux) in cases {
+            let e = decode_add(&main, &aux).unwrap_err().to_string();
+            assert!(e.contains(want), "{want}: {e}");
+        }
     }
 }

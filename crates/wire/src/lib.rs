@@ -2,6 +2,7 @@
 //!
 //! - `request` and `output`: the engine-neutral vocabulary. `EngineRequest` (token ids +
 //!   validated sampling parameters) goes down, `TokenEvent`s come back.
+//! - `mm`: multimodal items (processed tensors, placeholder range, hash) a request carries.
 //! - `msgpack`: the allocation-free reader and writer both codecs use.
 //! - `vllm` and `tokenspeed`: the two engine wire codecs (requests, output batches,
 //!   handshake messages), checked against bytes captured from the real engines.
@@ -12,6 +13,7 @@
 //! Invariant: a codec never sees text and never decides stop strings; nothing here knows HTTP.
 
 pub mod limits;
+pub mod mm;
 pub mod msgpack;
 pub mod output;
 pub mod request;

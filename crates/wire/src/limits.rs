@@ -34,5 +34,10 @@ pub const unix_socket_path_bytes_max: usize = 107;
 /// memory before the bytes behind it are seen.
 pub const decode_reserve_items_max: usize = 4096;
 
+/// vLLM: a tensor under this many bytes travels inside the message (ext type 3), a larger one
+/// as an aux frame of its own (`VLLM_MSGPACK_ZERO_COPY_THRESHOLD`'s default, which the
+/// engine's decoder does not need to share: it reads both forms).
+pub const vllm_inline_tensor_bytes_max: usize = 256;
+
 const _: () = assert!(handshake_port_base as u64 + handshake_port_span <= u16::MAX as u64);
 const _: () = assert!(unix_socket_path_bytes_max < 108);

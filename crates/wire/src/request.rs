@@ -84,4 +84,6 @@ pub struct EngineRequest {
     pub arrival_time: f64,
     pub cache_salt: Option<String>,
     pub priority: i32,
+    /// The request's images, processed, in prompt order; empty for text.
+    pub mm_features: Rc<[crate::mm::Feature]>,
 }

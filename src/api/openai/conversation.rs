@@ -23,11 +23,31 @@ pub fn normalize(messages: &Value, renderer: &Renderer) -> Result<Value, ApiErro
     if list.is_empty() {
         return Err(ApiError::invalid_param("messages", "'messages' must contain at least one message"));
     }
+    check_one_modality(list)?;
     let mut out = Vec::with_capacity(list.len());
     for (i, m) in list.iter().enumerate() {
         out.push(normalize_message(i, m, renderer)?);
     }
     Ok(Value::Array(template_roles(out, renderer)))
+}
+
+/// SMG's limit of the vLLM ZMQ backend: the engine takes one modality per request, so images
+/// and videos in one request answer 400 before anything else is read of them.
+fn check_one_modality(messages: &[Value]) -> Result<(), ApiError> {
+    let parts = messages.iter().filter_map(|m| m.get("content").and_then(Value::as_array)).flatten();
+    let (mut image, mut video) = (false, false);
+    for kind in parts.filter_map(|p| p.get("type").and_then(Value::as_str)) {
+        image |= matches!(kind, "image_url" | "input_image" | "image");
+        video |= matches!(kind, "video_url" | "video");
+    }
+    if image && video {
+        return Err(ApiError::invalid_param(
+            "messages",
+            "the vLLM ZMQ backend takes one modality per request (this one has images and videos); send them in \
+             separate requests",
+        ));
+    }
+    Ok(())
 }
 
 /// Developer messages as the renderer can render them: unchanged where it names the role,
@@ -260,12 +280,28 @@ mod tests {
             (json!([1]), "messages.[0]"),
             (json!([{"role": "user", "content": "a"}, {"role": "wizard", "content": "b"}]), "messages.[1].role"),
             (json!([{"role": "ipython", "content": "b"}]), "messages.[0].role"),
+            (
+                json!([{"role": "user", "content": [{"type": "video_url", "video_url": {"url": "x"}}]},
+                       {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "y"}}]}]),
+                "messages",
+            ),
         ];
         for (input, param) in cases {
             let e = normalize(&input, QWEN_LIKE).unwrap_err();
             assert_eq!(e.status, 400);
             assert_eq!(e.param.as_deref(), Some(param), "{input}");
         }
+    }
+
+    #[test]
+    fn images_and_videos_in_one_request_answer_smgs_text() {
+        let mixed = json!([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}},
+                                                        {"type": "video_url", "video_url": {"url": "y"}}]}]);
+        let e = normalize(&mixed, QWEN_LIKE).unwrap_err();
+        assert!(e.message.starts_with("the vLLM ZMQ backend takes one modality per request"), "{}", e.message);
+        let one = json!([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}},
+                                                      {"type": "image_url", "image_url": {"url": "y"}}]}]);
+        assert!(normalize(&one, QWEN_LIKE).unwrap_err().message.ends_with("this model takes text only"));
     }
 
     #[test]

@@ -67,6 +67,10 @@ impl GrpcTransport {
     /// Checks what the service cannot carry before the request is entered, so the client gets
     /// a 400 and the worker is not blamed.
     pub(crate) fn check(&self, req: &EngineRequest) -> Result<(), SubmitError> {
+        if !req.mm_features.is_empty() {
+            // Neither service's messages carry the gateway's processed tensors.
+            return Err(SubmitError::Refused(ApiError::bad_request("images are not supported over gRPC workers yet")));
+        }
         if self.service == Service::Smg {
             shardgate_grpc::smg::generate_request(req, None)
                 .map_err(|u| SubmitError::Refused(ApiError::bad_request(u.to_string())))?;

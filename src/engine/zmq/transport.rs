@@ -108,16 +108,18 @@ impl ZmqTransport {
         self.engines[rank].identity.to_le_bytes()
     }
 
-    /// The ADD message for `req`, or why this engine cannot take it.
-    pub(crate) fn encode_add(&self, req: &EngineRequest, client_index: u32) -> Result<Vec<u8>, SubmitError> {
+    /// The ADD message for `req` (its payload and the aux frames that carry its images'
+    /// tensors), or why this engine cannot take it.
+    pub(crate) fn encode_add(&self, req: &EngineRequest, client_index: u32) -> Result<EncodedAdd, SubmitError> {
         let mut buf = self.scratch.borrow_mut();
         buf.clear();
+        let mut aux = Vec::new();
         match self.backend {
-            Backend::Vllm => vllm::request::encode_add(req, client_index, &mut buf),
+            Backend::Vllm => vllm::request::encode_add(req, client_index, &mut buf, &mut aux),
             Backend::Tokenspeed => tokenspeed::request::encode_add(req, true, &mut buf)
                 .map_err(|u| SubmitError::Refused(ApiError::invalid_param(u.param(), u.to_string())))?,
         }
-        Ok(buf.clone())
+        Ok(EncodedAdd { payload: buf.clone(), aux })
     }
 
     /// TokenSpeed's finish semantics for `req`, which the link applies to its outputs.
@@ -145,10 +147,13 @@ impl ZmqTransport {
         }
     }
 
-    pub(crate) async fn send_add(&self, link: &RequestBook, rank: usize, payload: Vec<u8>) -> Result<(), SubmitError> {
+    pub(crate) async fn send_add(&self, link: &RequestBook, rank: usize, add: EncodedAdd) -> Result<(), SubmitError> {
+        let EncodedAdd { payload, aux } = add;
         let input = match &self.route {
             Route::Direct(input) | Route::Owner(input, _) => input,
             Route::Relay(hub) => {
+                // Relays serve TokenSpeed, whose codec refuses images: an ADD here is one frame.
+                debug_assert!(aux.is_empty());
                 return hub.push_request(Outgoing { rank, kind: REQUEST_ADD, payload }).map_err(|_| {
                     tracing::warn!("worker {}: relay queue to the owner shard is full", link.worker.url());
                     SubmitError::Refused(ApiError::overloaded("The engine's request queue is full; try again later", 1))
@@ -156,12 +161,10 @@ impl ZmqTransport {
             }
         };
         let identity = self.identity(rank);
-        let sent = input
-            .send_multipart_within(
-                &[&identity, &[REQUEST_ADD], &payload],
-                Duration::from_millis(limits::send_block_ms_max),
-            )
-            .await;
+        let mut frames: Vec<&[u8]> = Vec::with_capacity(3 + aux.len());
+        frames.extend([&identity[..], &[REQUEST_ADD], &payload]);
+        frames.extend(aux.iter().map(|a| &a[..]));
+        let sent = input.send_multipart_within(&frames, Duration::from_millis(limits::send_block_ms_max)).await;
         sent.map_err(|e| {
             link.fail(LinkLoss::SendFailed(e));
             SubmitError::Fault(
@@ -367,6 +370,12 @@ async fn drive_input(link: Rc<RequestBook>, t: Rc<ZmqTransport>) {
     }
     tracing::error!("worker {}: {reason}", link.worker.url());
     link.fail(reason);
+}
+
+/// An encoded ADD: the `EngineCoreRequest` frame, then one frame per out-of-band tensor.
+pub(crate) struct EncodedAdd {
+    payload: Vec<u8>,
+    aux: Vec<Arc<[u8]>>,
 }
 
 /// Owner shard: sends what the other shards queued, in order, until the link closes.

@@ -167,9 +167,10 @@ fn check_params(p: &RequestParams, api: Api) {
         arrival_time: 1_700_000_000.5,
         cache_salt: p.cache_salt.clone(),
         priority: p.priority,
+        mm_features: Default::default(),
     };
     let mut add = Vec::new();
-    vllm::request::encode_add(&req, 0, &mut add);
+    vllm::request::encode_add(&req, 0, &mut add, &mut Vec::new());
     check_add(&add, 22, "vLLM ADD");
     let mut add = Vec::new();
     match tokenspeed::request::encode_add(&req, p.stream, &mut add) {

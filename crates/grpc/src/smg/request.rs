@@ -100,6 +100,7 @@ mod tests {
             arrival_time: 0.0,
             cache_salt: None,
             priority: 0,
+            mm_features: Default::default(),
         };
         edit(&mut r);
         r

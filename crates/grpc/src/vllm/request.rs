@@ -97,6 +97,7 @@ mod tests {
             arrival_time: 0.0,
             cache_salt: Some("salt".into()),
             priority: -3,
+            mm_features: Default::default(),
         };
         let g = generate_request(&req);
         let (s, d, r) = (g.sampling.unwrap(), g.decoding.unwrap(), g.response.unwrap());

@@ -23,6 +23,7 @@ pub fn request(id: &str, edit: impl FnOnce(&mut SamplingParams)) -> EngineReques
         arrival_time: 0.0,
         cache_salt: None,
         priority: 0,
+        mm_features: Default::default(),
     }
 }
 

@@ -207,6 +207,7 @@ impl Sim {
             stream_interval: s.stream_interval.filter(|&k| k > 0).map_or(0, |k| k.min(u32::MAX as i64) as u32),
             return_logprob: add.return_logprob,
             structured_outputs: None,
+            mm: None,
         });
         Ok(())
     }

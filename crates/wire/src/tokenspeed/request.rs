@@ -45,6 +45,9 @@ pub enum Unsupported {
     TopK(i32),
     /// The engine caps `repetition_penalty` at 2.
     RepetitionPenalty(f64),
+    /// Images: this codec does not write TokenSpeed's multimodal fields, and for MRoPE models
+    /// (an `image_grid_thw` field) the position tensors are not derivable on this wire at all.
+    Multimodal { mrope: bool },
 }
 
 impl Unsupported {
@@ -59,6 +62,7 @@ impl Unsupported {
             Unsupported::Priority(_) => "priority",
             Unsupported::TopK(_) => "top_k",
             Unsupported::RepetitionPenalty(_) => "repetition_penalty",
+            Unsupported::Multimodal { .. } => "messages",
         }
     }
 }
@@ -82,6 +86,12 @@ impl fmt::Display for Unsupported {
             Unsupported::RepetitionPenalty(p) => {
                 write!(f, "repetition_penalty must be in (0, 2], got {}.", py_float(*p))
             }
+            // SMG's text for MRoPE models.
+            Unsupported::Multimodal { mrope: true } => write!(
+                f,
+                "MRoPE position tensors are not derivable over the TokenSpeed ZMQ wire yet; use the gRPC transport for this model"
+            ),
+            Unsupported::Multimodal { mrope: false } => write!(f, "multimodal inputs are not supported {OVER}"),
         }
     }
 }
@@ -115,6 +125,14 @@ pub fn check(req: &EngineRequest) -> Result<(), Unsupported> {
     }
     if s.repetition_penalty > ENGINE_REPETITION_PENALTY_MAX {
         return Err(Unsupported::RepetitionPenalty(s.repetition_penalty));
+    }
+    if !req.mm_features.is_empty() {
+        let mrope = req
+            .mm_features
+            .iter()
+            .flat_map(|f| f.fields.iter().flat_map(|fs| fs.iter()))
+            .any(|f| f.key == "image_grid_thw");
+        return Err(Unsupported::Multimodal { mrope });
     }
     Ok(())
 }
@@ -240,6 +258,7 @@ mod tests {
             arrival_time: 0.0,
             cache_salt: None,
             priority: 0,
+            mm_features: Default::default(),
         }
     }
 
@@ -297,6 +316,20 @@ mod tests {
         assert_eq!(Reader::new(&sampling_field(&out, 24)).peek_kind().unwrap(), Kind::Nil);
     }
 
+    /// A request with one image whose item has one field, `key`.
+    fn with_image(key: &'static str) -> EngineRequest {
+        use crate::mm::{Feature, Field, Layout, Modality, Tensor};
+        let field = Field { key, data: Tensor::i64(vec![3], &[1, 2, 2]), layout: Layout::Batched, keep_on_cpu: true };
+        let image = Feature {
+            modality: Modality::Image,
+            fields: Some(vec![field].into()),
+            hash: "h".into(),
+            offset: 0,
+            length: 1,
+        };
+        EngineRequest { mm_features: vec![image].into(), ..request(SamplingParams::default()) }
+    }
+
     #[test]
     fn unsupported_parameters_are_typed_errors_with_smgs_texts() {
         let cases: Vec<(EngineRequest, &str)> = vec![
@@ -332,6 +365,11 @@ mod tests {
                 request(SamplingParams { repetition_penalty: 2.5, ..Default::default() }),
                 "repetition_penalty must be in (0, 2], got 2.5.",
             ),
+            (
+                with_image("image_grid_thw"),
+                "MRoPE position tensors are not derivable over the TokenSpeed ZMQ wire yet; use the gRPC transport for this model",
+            ),
+            (with_image("pixel_values"), "multimodal inputs are not supported over the TokenSpeed ZMQ backend"),
         ];
         for (req, text) in cases {
             let mut out = Vec::new();

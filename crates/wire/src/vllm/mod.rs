@@ -10,6 +10,7 @@
 
 pub mod handshake;
 pub mod kv_events;
+pub mod mm;
 pub mod output;
 pub mod request;
 

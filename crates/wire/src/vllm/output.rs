@@ -119,11 +119,31 @@ fn decode_output<'a>(r: &mut Reader<'a>, aux: &[&'a [u8]]) -> DecodeResult<(&'a 
                 }
             }
             11 => ev.cached_tokens = optional(r, decode_cached_tokens)?.flatten(),
+            14 => {
+                if let Some(miss) = optional(r, decode_cache_miss)?.flatten() {
+                    ev.error = Some(miss);
+                }
+            }
             18 => ev.error = optional(r, decode_request_error)?,
             _ => r.skip()?,
         }
     }
     Ok((id, ev))
+}
+
+/// `mm_cache_miss_hashes`: the engine's multimodal cache lost items the request referred to
+/// without their tensors. Retryable: the request is sent again, with them.
+fn decode_cache_miss(r: &mut Reader<'_>) -> DecodeResult<Option<RequestError>> {
+    let n = r.array_len()?;
+    let mut hashes = Vec::with_capacity(n.min(crate::limits::decode_reserve_items_max));
+    for _ in 0..n {
+        hashes.push(r.str()?);
+    }
+    Ok((n > 0).then(|| RequestError {
+        code: "mm_cache_miss".into(),
+        message: format!("the engine's multimodal cache misses {}", hashes.join(", ")),
+        retryable: true,
+    }))
 }
 
 /// `PrefillStats` map → `num_cached_tokens`.
@@ -355,6 +375,24 @@ mod tests {
         assert!(b.load.is_none());
         assert!(b.utility.is_none());
         assert!((b.timestamp - 1024.0).abs() < 1.0);
+    }
+
+    /// A multimodal cache miss as vLLM 0.32's encoder writes it: an ERROR finish whose
+    /// `mm_cache_miss_hashes` makes it retryable.
+    #[test]
+    fn a_multimodal_cache_miss_is_a_retryable_error() {
+        let bytes = hex(concat!(
+            "990091dc0012a3722d3190c0c0c003c0c0c0c0c0c0c00091a461623132c0c0c0c0cb3ff0000000000000c091",
+            "a3722d31c0c0c0"
+        ));
+        let b = decode_batch(&bytes, &[]).unwrap();
+        let (id, ev) = &b.outputs[0];
+        assert_eq!(*id, "r-1");
+        assert_eq!(ev.finish, Some(FinishReason::Error));
+        let e = ev.error.as_ref().unwrap();
+        assert!(e.retryable);
+        assert_eq!(e.code, "mm_cache_miss");
+        assert!(e.message.ends_with("ab12"), "{}", e.message);
     }
 
     /// 0.33 appends `error` to each output and 0.27.1 lacks the last five; both decode.

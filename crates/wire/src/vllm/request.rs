@@ -1,13 +1,17 @@
 //! Client → engine messages: ADD (`EngineCoreRequest`), ABORT, UTILITY.
 
+use std::sync::Arc;
+
 use super::super::msgpack::Writer;
 use crate::{Constraint, EngineRequest, SamplingParams};
 
 /// Fields of `EngineCoreRequest` in 0.33 (msgspec writes all of them, even defaults).
 const ENGINE_CORE_REQUEST_FIELDS: usize = 22;
 
-/// Encodes an ADD payload: the positional `EngineCoreRequest` array.
-pub fn encode_add(req: &EngineRequest, client_index: u32, out: &mut Vec<u8>) {
+/// Encodes an ADD payload: the positional `EngineCoreRequest` array. Tensors of the request's
+/// multimodal items too large to inline are appended to `aux`: the message is
+/// `[payload, aux...]`.
+pub fn encode_add(req: &EngineRequest, client_index: u32, out: &mut Vec<u8>, aux: &mut Vec<Arc<[u8]>>) {
     let mut w = Writer::new(out);
     w.array_wide(ENGINE_CORE_REQUEST_FIELDS);
     w.str(&req.request_id); // 0 request_id
@@ -15,7 +19,7 @@ pub fn encode_add(req: &EngineRequest, client_index: u32, out: &mut Vec<u8>) {
     for &t in req.prompt_token_ids.iter() {
         w.uint(t as u64);
     }
-    w.nil(); // 2 mm_features
+    super::mm::write_features(&mut w, &req.mm_features, aux); // 2 mm_features
     encode_sampling_params(&req.sampling, &mut w); // 3 sampling_params
     w.nil(); // 4 pooling_params
     w.f64(req.arrival_time); // 5 arrival_time
@@ -247,9 +251,12 @@ mod tests {
             arrival_time: 1700000000.5,
             cache_salt: None,
             priority: 0,
+            mm_features: Rc::from([]),
         };
         let mut out = Vec::new();
-        encode_add(&req, 0, &mut out);
+        let mut aux = Vec::new();
+        encode_add(&req, 0, &mut out, &mut aux);
+        assert!(aux.is_empty());
         let expected = hex(concat!(
             "dc0016a57265712d3193010203c0de0002ab74656d7065726174757265cb0000000000000000",
             "aa6d61785f746f6b656e7304c0cb41d954fc40200000c0c0c0c0c0000000c0c2c0c0c0c2c0c0"

@@ -1,0 +1,121 @@
+//! `mm_features` against vLLM's own encoder: `tools/goldens/mm_features.py` built each request
+//! with vLLM's structs (Qwen2-VL's field factory) and `MsgpackEncoder`; here the same request
+//! is encoded by the codec and every frame compared.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use serde_json::Value;
+use shardgate_wire::mm::{Feature, Field, Layout, Modality, Tensor};
+use shardgate_wire::vllm::request::encode_add;
+use shardgate_wire::{EngineRequest, SamplingParams};
+
+const GOLDENS: &str = include_str!("goldens/mm_features.json");
+/// Qwen2-VL's patch row: channels × temporal patch × patch².
+const ROW: u64 = 3 * 2 * 14 * 14;
+const MERGE: u64 = 2;
+
+fn pixels(rows: u64) -> Vec<f32> {
+    (0..rows * ROW).map(|i| (i % 251) as f32 * 0.25).collect()
+}
+
+fn ints(v: &Value) -> Vec<u64> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect()
+}
+
+/// The features of one case as the gateway builds them: each image's rows of the request's
+/// concatenated `pixel_values` and its grid.
+fn features(grids: &[Vec<u64>], prompt: &[u32], hashes: &[&str]) -> Vec<Feature> {
+    let rows: Vec<u64> = grids.iter().map(|g| g.iter().product()).collect();
+    let all = pixels(rows.iter().sum());
+    let mut slices = Vec::new();
+    let mut start = 0;
+    for &n in &rows {
+        slices.push((start, start + n));
+        start += n;
+    }
+    let pad = 151655;
+    let mut offsets = (0..prompt.len()).filter(|&i| prompt[i] == pad && (i == 0 || prompt[i - 1] != pad));
+    grids
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let (a, b) = slices[i];
+            let pixel_values = Field {
+                key: "pixel_values",
+                data: Tensor::f32(vec![b - a, ROW], &all[(a * ROW) as usize..(b * ROW) as usize]),
+                layout: Layout::Flat { slices: slices.clone(), dim: 0 },
+                keep_on_cpu: false,
+            };
+            let grid = g.iter().map(|&x| x as i64).collect::<Vec<_>>();
+            let image_grid_thw = Field {
+                key: "image_grid_thw",
+                data: Tensor::i64(vec![3], &grid),
+                layout: Layout::Batched,
+                keep_on_cpu: true,
+            };
+            Feature {
+                modality: Modality::Image,
+                fields: Some(Arc::from([pixel_values, image_grid_thw])),
+                hash: hashes[i].to_string(),
+                offset: offsets.next().unwrap() as u32,
+                length: (rows[i] / MERGE / MERGE) as u32,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn mm_features_are_the_bytes_vllm_encodes() {
+    let goldens: Value = serde_json::from_str(GOLDENS).unwrap();
+    let cases = goldens["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 3);
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let grids: Vec<Vec<u64>> = case["grids"].as_array().unwrap().iter().map(ints).collect();
+        let prompt: Vec<u32> = ints(&case["prompt"]).into_iter().map(|t| t as u32).collect();
+        let hashes: Vec<&str> = case["mm_hashes"].as_array().unwrap().iter().map(|h| h.as_str().unwrap()).collect();
+        let req = EngineRequest {
+            request_id: "mm-1".into(),
+            mm_features: features(&grids, &prompt, &hashes).into(),
+            prompt_token_ids: Rc::from(prompt),
+            sampling: SamplingParams { temperature: 0.0, max_tokens: 4, ..Default::default() },
+            arrival_time: 1700000000.5,
+            cache_salt: None,
+            priority: 0,
+        };
+        let (mut main, mut aux) = (Vec::new(), Vec::new());
+        encode_add(&req, 0, &mut main, &mut aux);
+        assert_eq!(hex(&main), case["main"].as_str().unwrap(), "{name}: main frame");
+        let want = case["aux"].as_array().unwrap();
+        assert_eq!(aux.len(), want.len(), "{name}: aux frames");
+        for (i, (frame, w)) in aux.iter().zip(want).enumerate() {
+            assert_eq!(frame.len() as u64, w["bytes"].as_u64().unwrap(), "{name}: aux frame {}", i + 1);
+            // Zero-copy: the frame is the tensor's own buffer, not a copy of it.
+            let tensor = &req.mm_features[i].fields.as_ref().unwrap()[0].data.data;
+            assert!(Arc::ptr_eq(frame, tensor), "{name}: aux frame {} is a copy", i + 1);
+        }
+    }
+}
+
+#[test]
+fn a_text_request_has_nil_mm_features_and_no_aux_frame() {
+    let req = EngineRequest {
+        request_id: "t".into(),
+        prompt_token_ids: Rc::from(vec![1u32]),
+        sampling: SamplingParams::default(),
+        arrival_time: 0.0,
+        cache_salt: None,
+        priority: 0,
+        mm_features: Rc::from([]),
+    };
+    let (mut main, mut aux) = (Vec::new(), Vec::new());
+    encode_add(&req, 0, &mut main, &mut aux);
+    // [0] request_id "t", [1] [1], [2] nil
+    assert_eq!(&main[..8], &[0xdc, 0x00, 0x16, 0xa1, b't', 0x91, 0x01, 0xc0]);
+    assert!(aux.is_empty());
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

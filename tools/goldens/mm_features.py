@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Goldens of shardgate-wire's `mm_features` encoding, from vLLM's own structs and encoder:
+Qwen2-VL image items built by vLLM's field factory (`MultiModalKwargsItems.from_hf_inputs`
+with `_create_qwen2vl_field_factory`), wrapped in `MultiModalFeatureSpec`s inside an
+`EngineCoreRequest`, encoded by `MsgpackEncoder` (tensors of 256 bytes and more as aux frames).
+
+    ~/.cache/real-vllm/venv/bin/python tools/goldens/mm_features.py [--check]
+    ~/.cache/real-vllm/venv-0.27.1/bin/python tools/goldens/mm_features.py --check
+
+Writes `crates/wire/tests/goldens/mm_features.json`: per case the request's inputs, the
+`mm_features` element and the whole main frame in hex, and each aux frame's length and which tensor it is (the aux frames are the
+tensors' bytes; this script asserts it). `cargo test --release -p shardgate-wire --test
+mm_features` rebuilds every case and compares. `--check` regenerates and fails on any
+difference; with another release's venv it compares the `mm_features` element and the aux
+frames (the request around them has that release's fields). Pixel values are a pattern both sides compute exactly (`(i % 251) * 0.25` in f32)."""
+import json, sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import vllm
+from transformers import BatchFeature
+from vllm.model_executor.models.qwen2_vl import _create_qwen2vl_field_factory
+from vllm.multimodal.inputs import MultiModalFeatureSpec, MultiModalKwargsItem, MultiModalKwargsItems, PlaceholderRange
+from vllm.sampling_params import SamplingParams
+from vllm.v1.engine import EngineCoreRequest
+from vllm.v1.serial_utils import MsgpackEncoder
+
+OUT = Path(__file__).resolve().parents[2] / "crates/wire/tests/goldens/mm_features.json"
+PAD = 151655
+ROW = 3 * 2 * 14 * 14  # channels * temporal_patch_size * patch_size**2: Qwen2-VL's patch row
+MERGE = 2
+
+# name, grids (t, h, w) per image, prompt text ids around the images, mm_hash per image
+CASES = [
+    ("one image", [(1, 4, 4)], [9707, 11], ["a1" * 32]),
+    ("two images", [(1, 2, 4), (1, 6, 2)], [3555, 374], ["b2" * 32, "c3" * 32]),
+    ("one patch row", [(1, 2, 2)], [], ["d4" * 32]),
+]
+
+
+def pixels(rows):
+    return (np.arange(rows * ROW, dtype=np.int64) % 251).astype(np.float32).reshape(rows, ROW) * np.float32(0.25)
+
+
+def sampling():
+    # __post_init__ fills list fields the front end's requests carry as unset: back to the
+    # struct defaults, as the bytes a real engine accepted from the gateway have them.
+    p = SamplingParams(temperature=0.0, max_tokens=4)
+    for name in ("stop", "stop_token_ids", "bad_words", "skip_reading_prefix_cache"):
+        setattr(p, name, None)
+    return p
+
+
+def build(grids, text, hashes):
+    rows = [t * h * w for t, h, w in grids]
+    hf = BatchFeature({"pixel_values": torch.from_numpy(pixels(sum(rows))),
+                       "image_grid_thw": torch.tensor(grids, dtype=torch.int64)})
+    items = MultiModalKwargsItems.from_hf_inputs(hf, _create_qwen2vl_field_factory(MERGE)(hf))["image"]
+    prompt, features = list(text), []
+    for item, (t, h, w), mm_hash in zip(items, grids, hashes):
+        n = t * h * w // MERGE // MERGE
+        # vLLM builds the item's keys from a set (order varies per process); the engine reads
+        # the map by key, so the golden fixes the order the gateway writes.
+        item = MultiModalKwargsItem({k: item[k] for k in ("pixel_values", "image_grid_thw")})
+        features.append(MultiModalFeatureSpec(data=item, modality="image", identifier=mm_hash,
+                                              mm_position=PlaceholderRange(offset=len(prompt), length=n),
+                                              mm_hash=mm_hash))
+        prompt += [PAD] * n
+        prompt.append(13)
+    request = EngineCoreRequest(
+        request_id="mm-1", prompt_token_ids=prompt, mm_features=features,
+        sampling_params=sampling(), pooling_params=None,
+        arrival_time=1700000000.5, lora_request=None, cache_salt=None, data_parallel_rank=None)
+    return prompt, rows, request
+
+
+def case(name, grids, text, hashes):
+    prompt, rows, request = build(grids, text, hashes)
+    frames = MsgpackEncoder().encode(request)
+    all_pixels = pixels(sum(rows))
+    aux, start = [], 0
+    for i, n in enumerate(rows):
+        expect = all_pixels[start:start + n].tobytes()
+        start += n
+        assert bytes(frames[1 + i]) == expect, f"{name}: aux frame {1 + i} is not image {i}'s pixel values"
+        aux.append({"tensor": f"pixel_values[{i}]", "bytes": len(expect)})
+    assert len(frames) == 1 + len(rows), f"{name}: {len(frames)} frames"
+    alone = MsgpackEncoder().encode(request.mm_features)
+    assert [bytes(f) for f in alone[1:]] == [bytes(f) for f in frames[1:]]
+    return {"name": name, "grids": [list(g) for g in grids], "prompt": prompt, "mm_hashes": hashes,
+            "mm_features": bytes(alone[0]).hex(), "main": bytes(frames[0]).hex(), "aux": aux}
+
+
+def text_of(cases, version):
+    return (f'{{"vllm": "{version}", "cases": [\n' + ",\n".join(json.dumps(c) for c in cases) + "\n]}\n")
+
+
+def main():
+    cases = [case(*c) for c in CASES]
+    if "--check" in sys.argv:
+        golden = json.loads(OUT.read_text())
+        if golden["vllm"] != vllm.__version__:
+            # Other releases' EngineCoreRequest has other fields after mm_features (the codec
+            # writes 0.33's); the mm_features element itself must be the same.
+            for c in cases:
+                del c["main"]
+            for c in golden["cases"]:
+                del c["main"]
+            if golden["cases"] != cases:
+                sys.exit(f"{OUT}: vLLM {vllm.__version__} encodes mm_features differently")
+            print(f"{OUT.name}: {len(cases)} cases' mm_features as vLLM {vllm.__version__} encodes them")
+            return
+        if OUT.read_text() != text_of(cases, vllm.__version__):
+            sys.exit(f"{OUT} differs from what vLLM {vllm.__version__} encodes")
+        print(f"{OUT.name}: {len(cases)} cases as vLLM {vllm.__version__} encodes them")
+        return
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(text_of(cases, vllm.__version__))
+    print(f"wrote {OUT} ({len(cases)} cases, vLLM {vllm.__version__})")
+
+
+if __name__ == "__main__":
+    main()
