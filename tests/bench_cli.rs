@@ -104,7 +104,8 @@ fn the_messages_and_responses_backends_measure_the_gateways_routes() {
 /// HTTP/2 frames, so a completed request is an HTTP/2 exchange.
 #[test]
 fn http2_streams_share_a_few_connections() {
-    let g = Gateway::start_with(Options { sim_args: vec!["--itl-ms".into(), "1".into()], ..Default::default() });
+    // Steps of 10 ms: a gap between two chunks is a step, never two chunks of one read.
+    let g = Gateway::start_with(Options { sim_args: vec!["--itl-ms".into(), "10".into()], ..Default::default() });
     let dir = g.dir.join("bench");
     for (name, load) in [
         ("h2-closed", &["--num-prompts", "60", "--max-concurrency", "16"][..]),

@@ -125,12 +125,11 @@ struct StartSync {
 
 pub fn run(spec: RunSpec) -> Result<RunOutput, RunError> {
     let plans = plan_cores(&spec)?;
-    let h2_requests = match spec.http2_connections {
-        Some(_) => Some(Arc::new(
-            spec.requests.iter().map(|r| H2Request::from_http1(&r.bytes)).collect::<Result<Vec<_>, _>>()?,
-        )),
-        None => None,
-    };
+    let h2_requests = spec
+        .http2_connections
+        .map(|_| spec.requests.iter().map(|r| H2Request::from_http1(&r.bytes)).collect::<Result<Vec<_>, _>>())
+        .transpose()?
+        .map(Arc::new);
     raise_open_files_limit();
     let sync = Arc::new(StartSync {
         ready: Barrier::new(plans.len() + 1),
