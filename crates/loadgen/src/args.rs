@@ -720,7 +720,9 @@ pub(crate) mod tests {
 
     #[test]
     fn transport_flags() {
-        let cases: &[(&[&str], Result<Option<usize>, &str>)] = &[
+        // (flags, the connection count or the start of the refusal)
+        type Want = Result<Option<usize>, &'static str>;
+        let cases: &[(&[&str], Want)] = &[
             (&[], Ok(None)),
             (&["--http2"], Ok(Some(1))),
             (&["--http2", "--connections", "8"], Ok(Some(8))),
