@@ -39,12 +39,13 @@ fn start_companion(slot: &CompanionSlot) -> Result<(), StartupError> {
 
 fn run_gateway(config: Config, companion: CompanionSlot) -> Result<(), StartupError> {
     let engines = config.workers.iter().map(|w| w.engine_count).sum();
-    let budget = crate::http::fd_budget::plan(config.shards, engines);
+    let budget = crate::http::fd_budget::plan(config.shards, engines, config.tls.is_some());
     tracing::info!(
-        "file descriptors: limit {}, {} reserved; up to {} connections per shard",
+        "file descriptors: limit {}, {} reserved; up to {} connections per shard ({} descriptor(s) each)",
         budget.nofile,
         budget.reserved,
-        budget.connections_per_shard
+        budget.connections_per_shard,
+        budget.fds_per_connection
     );
     let tls = config.tls.as_ref().map(crate::http::tls::server_config).transpose().map_err(StartupError::Tls)?;
     let store = shardgate_store::Store::open(config.history.clone(), &shardgate_store::Limits::default())

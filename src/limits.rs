@@ -93,6 +93,9 @@ pub const fds_reserved_base: usize = 256;
 pub const fds_reserved_per_shard: usize = 64;
 /// Descriptors kept per engine configured at startup, on each shard (its `ipc://` sockets).
 pub const fds_reserved_per_engine_per_shard: usize = 4;
+/// Descriptors an HTTP/1.1 connection inside TLS holds: its socket and the socket pair that
+/// bridges it to the HTTP/1.1 server (`http::tls`).
+pub const fds_per_tls_connection: usize = 3;
 /// The descriptor limit assumed when `RLIMIT_NOFILE` cannot be read.
 pub const fds_assumed_when_unknown: usize = 1024;
 

@@ -99,6 +99,29 @@ fn the_messages_and_responses_backends_measure_the_gateways_routes() {
     }
 }
 
+/// `--http2`: streams multiplexed over two h2c connections of the gateway, measured as over
+/// HTTP/1.1 (every request, its tokens and its chunk gaps). The `h2` client reads nothing but
+/// HTTP/2 frames, so a completed request is an HTTP/2 exchange.
+#[test]
+fn http2_streams_share_a_few_connections() {
+    // Steps of 10 ms: a gap between two chunks is a step, never two chunks of one read.
+    let g = Gateway::start_with(Options { sim_args: vec!["--itl-ms".into(), "10".into()], ..Default::default() });
+    let dir = g.dir.join("bench");
+    for (name, load) in [
+        ("h2-closed", &["--num-prompts", "60", "--max-concurrency", "16"][..]),
+        ("h2-open", &["--num-prompts", "30", "--request-rate", "200", "--backend", "openai-chat"][..]),
+    ] {
+        let r = bench(&g, &dir, name, &[load, &["--http2", "--connections", "2"]].concat());
+        let n = r["num_prompts"].as_u64().unwrap();
+        assert_eq!((r["completed"].as_u64(), r["failed"].as_u64()), (Some(n), Some(0)), "{name}");
+        assert_eq!(r["total_output_tokens"].as_u64(), Some(n * 8), "{name}: usage counts");
+        assert_eq!((&r["client"]["http_version"], &r["client"]["http2_connections"]), (&"2".into(), &2.into()));
+        for key in ["median_ttft_ms", "p99_itl_ms", "mean_tpot_ms", "median_ttfb_ms"] {
+            assert!(r[key].as_f64().is_some_and(|v| v > 0.0), "{name} {key}: {}", r[key]);
+        }
+    }
+}
+
 #[test]
 fn an_unreachable_server_is_a_clear_error() {
     let port = common::free_port();

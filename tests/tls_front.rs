@@ -22,6 +22,10 @@ fn certificate(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 }
 
 fn tls_gateway() -> (Gateway, PathBuf) {
+    tls_gateway_with(Options::default())
+}
+
+fn tls_gateway_with(opts: Options) -> (Gateway, PathBuf) {
     let dir = common::test_dir();
     let (cert, key, ca) = certificate(&dir);
     let args = vec![
@@ -30,7 +34,7 @@ fn tls_gateway() -> (Gateway, PathBuf) {
         "--tls-key-path".to_string(),
         key.display().to_string(),
     ];
-    let g = Gateway::start_with(Options { gateway_args: args, wait_ready: false, ..Default::default() });
+    let g = Gateway::start_with(Options { gateway_args: args, wait_ready: false, ..opts });
     // The harness's own readiness probe speaks cleartext.
     common::eventually_within(
         Duration::from_secs(30),
@@ -53,6 +57,37 @@ fn curl(port: u16, ca: &Path, protocol: &str, path: &str, body: Option<&str>, ex
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let (body, last) = text.rsplit_once('\n').unwrap_or(("", &text));
     (body.to_string(), last.to_string())
+}
+
+/// An HTTP/1.1 connection inside TLS holds three descriptors (its socket and the socket pair
+/// that bridges it to the HTTP/1.1 server), and the connection budget counts three for every
+/// connection of a TLS port, so the cap it logs fits the descriptor limit.
+#[test]
+fn the_connection_budget_counts_the_descriptors_of_a_tls_connection() {
+    // One shard, one engine: 256 + 64 + 16 + 4 = 340 descriptors reserved (`http::fd_budget`);
+    // 300 more hold 100 TLS connections, where 300 plain ones would fit.
+    let (g, ca) = tls_gateway_with(Options { nofile: Some(340 + 300), shards: 1, ..Default::default() });
+    assert!(g.logs().contains("up to 100 connections per shard (3 descriptor(s) each)"), "{}", g.logs());
+    let before = g.open_fds();
+    let clients: Vec<common::ChildGuard> = (0..10)
+        .map(|_| {
+            let child = Command::new("openssl")
+                .args(["s_client", "-quiet", "-alpn", "http/1.1", "-connect", &format!("127.0.0.1:{}", g.port)])
+                .arg("-CAfile")
+                .arg(&ca)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("openssl");
+            common::ChildGuard(child)
+        })
+        .collect();
+    let held = clients.len() * 3;
+    common::eventually(|| g.open_fds() >= before + held, "every TLS connection bridged");
+    std::thread::sleep(Duration::from_millis(200));
+    let after = g.open_fds();
+    assert!(after - before <= held + 4, "{} TLS connections took {} descriptors", clients.len(), after - before);
 }
 
 #[test]

@@ -48,10 +48,12 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 # workloads
 
 
-def workloads(duration, a_prompts=2000, b_prompts=3000, t_prompts=1000, d_streams=2000):
+def workloads(duration, a_prompts=2000, b_prompts=3000, t_prompts=1000, d_streams=2000, h2_connections=8):
     """name -> (description, sim flags, bench flags, extras). `duration` sizes each run.
     Every prompt of a measured run is distinct (and the warm-up uses another seed), so that no
-    gateway gains from a prompt or tokenizer cache: (a) sends each of its prompts once."""
+    gateway gains from a prompt or tokenizer cache: (a) sends each of its prompts once.
+    Each workload also exists over HTTP/2 as NAME + "h2" (its streams multiplexed over
+    `h2_connections` h2c connections), to be run beside it: `--workloads c64,c64h2,d,dh2`."""
     d = duration
     c_waves = max(1, round(d / (512 * 0.020)))
     d_len = max(100, int(d * 1000 / 50))
@@ -66,7 +68,7 @@ def workloads(duration, a_prompts=2000, b_prompts=3000, t_prompts=1000, d_stream
         return completions(f"completions, 128 in / 512 out, --itl-ms 20, {streams} streams, {c_waves} waves "
                            "(per-token cost, paced)", 512, 20, streams, streams * c_waves)
 
-    return {
+    over_http1 = {
         "a": dict(
             desc=f"chat, 1,000-token prompt, 16 output tokens, closed loop c=8, {a_prompts} distinct prompts, zero engine delay (per-request cost)",
             sim=["--ttft-ms", "0", "--itl-ms", "0"],
@@ -82,6 +84,12 @@ def workloads(duration, a_prompts=2000, b_prompts=3000, t_prompts=1000, d_stream
         "t": completions(f"completions, 128 in / 16 out, one request at a time, {t_prompts} distinct prompts, zero engine "
                          "delay (added TTFT, unloaded)", 16, 0, 1, t_prompts),
     }
+    over_http2 = {
+        f"{name}h2": dict(wl, desc=f"{wl['desc']}; over HTTP/2, {h2_connections} connections",
+                          bench=wl["bench"] + ["--http2", "--connections", str(h2_connections)], http1=name)
+        for name, wl in over_http1.items()
+    }
+    return {**over_http1, **over_http2}
 
 
 # --------------------------------------------------------------------------------------------
@@ -758,6 +766,38 @@ def aging_md(res):
     return "\n".join(out) + "\n"
 
 
+def http2_md(res):
+    """Each workload run over both protocols, side by side: HTTP/2 / HTTP/1.1 per gateway."""
+    by = {(r["workload"], r["gateway"]): r.get("metrics") or {} for r in res["runs"]}
+    defs = res["workload_defs"]
+    pairs = [(defs[w]["http1"], w) for w in res["config"]["workloads"] if defs[w].get("http1") in res["config"]["workloads"]]
+    if not pairs:
+        return ""
+
+    def spread(m):
+        if "all_open_itl_p99_minus_p50_ms" in m:
+            return m["all_open_itl_p99_minus_p50_ms"]
+        if m.get("itl_p99_ms") is not None and m.get("itl_p50_ms") is not None:
+            return m["itl_p99_ms"] - m["itl_p50_ms"]
+        return None
+
+    out = ["", "HTTP/2 beside HTTP/1.1 (same run; ITL p99 − p50 over the all-open window where the workload has one):",
+           "", "| workload | gateway | CPU µs/token h1 | h2 | h2/h1 | net µs/token h1 | h2 | h2/h1 | ITL p99−p50 ms h1 | h2 | "
+           "ITL p50 ms h1 | h2 | failed h1 / h2 |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for h1, h2 in pairs:
+        for gw in res["config"]["gateways"]:
+            a, b = by.get((h1, gw)), by.get((h2, gw))
+            if not a or not b:
+                continue
+            cells = []
+            for k in ("cpu_us_per_token", "cpu_net_us_per_token"):
+                cells += [fmt(a.get(k), 2), fmt(b.get(k), 2), fmt(ratio(b.get(k), a.get(k)), 3)]
+            cells += [fmt(spread(a), 3), fmt(spread(b), 3), fmt(a.get("itl_p50_ms"), 3), fmt(b.get("itl_p50_ms"), 3),
+                      f"{a.get('failed')} / {b.get('failed')}"]
+            out.append(f"| {h1} | {gw} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def targets(res):
     """The issue's "done when" list, each with the measured value and met / missed."""
     by = {(r["workload"], r["gateway"]): r.get("metrics") or {} for r in res["runs"]}
@@ -900,6 +940,7 @@ def main():
     ap.add_argument("--t-prompts", type=int, default=1000, help="requests (all distinct prompts) of workload t")
     ap.add_argument("--d-streams", type=int, default=2000, help="concurrent streams of workload d (the issue's "
                     "target is for 2,000; fewer show how the ITL tail scales with the streams one core fans out to)")
+    ap.add_argument("--h2-connections", type=int, default=8, help="connections of the HTTP/2 workloads (NAMEh2)")
     ap.add_argument("--gateway-cpu", type=int, default=1)
     ap.add_argument("--load-cpu", type=int, default=0, help="CPU of simulator, bench client and this script")
     ap.add_argument("--quiet-pct", type=float, default=15)
@@ -929,6 +970,7 @@ def main():
         print(summarize(res))
         print()
         print(targets(res))
+        print(http2_md(res))
         print(aging_md(res))
         return
 
@@ -948,7 +990,8 @@ def main():
     ts = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run_root = os.path.join(args.work_dir, ts)
     os.makedirs(run_root)
-    wdefs = workloads(args.duration, args.a_prompts, args.b_prompts, args.t_prompts, args.d_streams)
+    wdefs = workloads(args.duration, args.a_prompts, args.b_prompts, args.t_prompts, args.d_streams,
+                      args.h2_connections)
     wl_names = [w for w in args.workloads.split(",") if w]
     gws = [g for g in args.gateways.split(",") if g]
     res = dict(
@@ -988,7 +1031,7 @@ def main():
             with open(out_json + ".tmp", "w") as f:
                 json.dump(res, f, indent=1)
             os.replace(out_json + ".tmp", out_json)
-    md = summarize(res) + "\n\n" + targets(res) + "\n" + aging_md(res)
+    md = summarize(res) + "\n\n" + targets(res) + "\n" + http2_md(res) + aging_md(res)
     with open(os.path.join(args.out_dir, f"{ts}.md"), "w") as f:
         f.write(f"# Run-set {ts}\n\n{res['machine']}\n\n{res['versions']}\n" + md)
     print(md)

@@ -29,8 +29,10 @@ pub type Writer = OwnedWriteHalf<TcpStream>;
 enum Out<'c> {
     /// An HTTP/1.x connection: the response is framed into bytes and written to the socket.
     Http1 { stream: &'c mut Writer, watch: &'c Reader, http10: bool },
-    /// An HTTP/2 stream: the head as a header map, the body as DATA frames.
-    Http2 { stream: StreamOut, head: Option<http::Response<()>> },
+    /// An HTTP/2 stream: the head as a header map, the body as DATA frames. `frames` holds
+    /// the bytes handed to `h2` (which owns them until they are written): its storage comes
+    /// back once `h2` has dropped them, so a chunk costs a copy and no allocation.
+    Http2 { stream: StreamOut, head: Option<http::Response<()>>, frames: bytes::BytesMut },
 }
 
 /// Resolves when the client has gone away; see `Responder::gone`.
@@ -96,7 +98,7 @@ impl<'c> Responder<'c> {
 
     /// A responder for one HTTP/2 stream.
     pub fn http2(stream: StreamOut) -> Responder<'static> {
-        Responder::with_out(Out::Http2 { stream, head: None }, Vec::new(), true)
+        Responder::with_out(Out::Http2 { stream, head: None, frames: bytes::BytesMut::new() }, Vec::new(), true)
     }
 
     fn with_out(out: Out<'c>, buf: Vec<u8>, keep_alive: bool) -> Self {
@@ -180,11 +182,11 @@ impl<'c> Responder<'c> {
                     None => None,
                 }
             }
-            Out::Http2 { stream, head } => {
+            Out::Http2 { stream, head, frames } => {
                 let sent = within(
                     &mut self.write_watch,
                     self.write_timeout,
-                    send_http2(stream, head.take(), &buf[start..], end),
+                    send_http2(stream, head.take(), frames, &buf[start..], end),
                 )
                 .await;
                 self.buf = buf;
@@ -460,6 +462,7 @@ fn put_header(map: &mut http::HeaderMap, name: &str, value: &str) {
 async fn send_http2(
     stream: &StreamOut,
     head: Option<http::Response<()>>,
+    frames: &mut bytes::BytesMut,
     body: &[u8],
     end: bool,
 ) -> Result<(), ClientGone> {
@@ -473,7 +476,8 @@ async fn send_http2(
     if body.is_empty() && !end {
         return Ok(());
     }
-    stream.send_data(bytes::Bytes::copy_from_slice(body), end).await
+    frames.extend_from_slice(body);
+    stream.send_data(frames.split().freeze(), end).await
 }
 
 /// Room for 16 hex digits + CRLF: enough for any chunk size, filled in by `flush`.

@@ -261,6 +261,14 @@ pub struct BenchArgs {
     /// Open a TCP connection per request (measures connection setup; off: pooled keep-alive).
     #[arg(long = "new-connection-per-request", help_heading = "Load")]
     pub new_connection_per_request: bool,
+    /// Send every request as a stream of HTTP/2 connections (cleartext, prior knowledge: h2c)
+    /// instead of HTTP/1.1 requests.
+    #[arg(long, help_heading = "Load")]
+    pub http2: bool,
+    /// With --http2: the number of connections the streams are multiplexed over, split across
+    /// the client cores (at least one each), opened before the run.
+    #[arg(long, value_name = "N", help_heading = "Load")]
+    pub connections: Option<usize>,
     #[arg(long = "request-timeout-s", default_value_t = 600.0, help_heading = "Load")]
     pub request_timeout_s: f64,
     /// Do not ask for `stream_options.continuous_usage_stats` (per-chunk token counts); token
@@ -396,6 +404,8 @@ pub struct BenchConfig {
     pub percentile_metrics: Option<Vec<String>>,
     pub slos: Vec<Slo>,
     pub client_cpus: Vec<Option<usize>>,
+    /// `--http2`: the HTTP/2 connections; None: HTTP/1.1.
+    pub http2_connections: Option<usize>,
     pub request_timeout: Duration,
     /// Every request's headers besides framing: the backend's (API key, version), then
     /// --header's.
@@ -476,6 +486,7 @@ impl BenchConfig {
         if a.max_concurrency == Some(0) {
             return Err(FlagError::NoConcurrency);
         }
+        let http2_connections = http2_connections(a)?;
         let duration = match a.duration {
             Some(s) if !(s > 0.0 && s.is_finite()) => return Err(FlagError::Duration(s)),
             Some(s) => Some(Duration::from_secs_f64(s)),
@@ -498,6 +509,7 @@ impl BenchConfig {
             percentile_metrics: a.percentile_metrics.as_deref().map(parse_percentile_metrics).transpose()?,
             slos: a.goodput.iter().map(|s| parse_slo(s)).collect::<Result<_, _>>()?,
             client_cpus: parse_cpu_list(a.client_cores.as_deref())?,
+            http2_connections,
             request_timeout: Duration::from_secs_f64(a.request_timeout_s),
             headers: request_headers(a)?,
             extra_body: request_extras(a)?,
@@ -508,6 +520,16 @@ impl BenchConfig {
                 .unwrap_or_else(|| PathBuf::from(if a.save_result || a.append_result { "." } else { "bench-results" })),
             ignored_flags_warning,
         })
+    }
+}
+
+fn http2_connections(a: &BenchArgs) -> Result<Option<usize>, FlagError> {
+    match (a.http2, a.connections) {
+        (false, Some(_)) => Err(FlagError::ConnectionsWithoutHttp2),
+        (true, _) if a.new_connection_per_request => Err(FlagError::Http2NewConnections),
+        (true, Some(0)) => Err(FlagError::NoConnections),
+        (true, n) => Ok(Some(n.unwrap_or(1))),
+        (false, None) => Ok(None),
     }
 }
 
@@ -694,6 +716,28 @@ pub(crate) mod tests {
             assert_eq!(&got, want, "{input}");
         }
         assert_eq!(parse_cpu_list(None).ok(), Some(vec![None]));
+    }
+
+    #[test]
+    fn transport_flags() {
+        // (flags, the connection count or the start of the refusal)
+        type Want = Result<Option<usize>, &'static str>;
+        let cases: &[(&[&str], Want)] = &[
+            (&[], Ok(None)),
+            (&["--http2"], Ok(Some(1))),
+            (&["--http2", "--connections", "8"], Ok(Some(8))),
+            (&["--connections", "8"], Err("--connections needs --http2")),
+            (&["--http2", "--connections", "0"], Err("--connections must be at least 1")),
+            (&["--http2", "--new-connection-per-request"], Err("--new-connection-per-request and --http2")),
+        ];
+        for (argv, want) in cases {
+            let got = http2_connections(&parsed(argv)).map_err(|e| e.to_string());
+            match (got, want) {
+                (Ok(n), Ok(w)) => assert_eq!(n, *w, "{argv:?}"),
+                (Err(e), Err(w)) => assert!(e.starts_with(w), "{argv:?}: {e}"),
+                (got, _) => panic!("{argv:?}: {got:?}"),
+            }
+        }
     }
 
     #[test]

@@ -27,6 +27,11 @@ impl Clock {
         u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
+    /// `instant` on this clock (0 before the origin).
+    pub fn ns_at(&self, instant: Instant) -> u64 {
+        u64::try_from(instant.saturating_duration_since(self.origin).as_nanos()).unwrap_or(u64::MAX)
+    }
+
     pub fn at(&self, offset_ns: u64) -> Instant {
         self.origin + Duration::from_nanos(offset_ns)
     }

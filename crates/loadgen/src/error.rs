@@ -168,6 +168,9 @@ pub enum FlagError {
         cores: usize,
     },
     DurationWithoutConcurrency,
+    ConnectionsWithoutHttp2,
+    Http2NewConnections,
+    NoConnections,
 }
 
 impl fmt::Display for FlagError {
@@ -236,6 +239,13 @@ impl fmt::Display for FlagError {
             FlagError::DurationWithoutConcurrency => {
                 f.write_str("--duration without --request-rate needs --max-concurrency (a closed loop)")
             }
+            FlagError::ConnectionsWithoutHttp2 => {
+                f.write_str("--connections needs --http2 (HTTP/1.1 opens one connection per request in flight)")
+            }
+            FlagError::Http2NewConnections => {
+                f.write_str("--new-connection-per-request and --http2 exclude each other: streams share connections")
+            }
+            FlagError::NoConnections => f.write_str("--connections must be at least 1"),
         }
     }
 }
@@ -261,6 +271,8 @@ pub enum HttpError {
     ChunkSizeTooLarge,
     /// The byte found where CRLF should end a chunk's data.
     ChunkDataEnd(u8),
+    /// A prepared request that cannot be sent as an HTTP/2 stream: why.
+    RequestForHttp2(String),
 }
 
 impl fmt::Display for HttpError {
@@ -272,6 +284,7 @@ impl fmt::Display for HttpError {
             HttpError::ChunkSizeByte(b) => write!(f, "bad chunk size byte 0x{b:02x}"),
             HttpError::ChunkSizeTooLarge => f.write_str("chunk size too large"),
             HttpError::ChunkDataEnd(b) => write!(f, "missing CRLF after chunk data (0x{b:02x})"),
+            HttpError::RequestForHttp2(why) => write!(f, "request not expressible as an HTTP/2 stream: {why}"),
         }
     }
 }
@@ -467,6 +480,8 @@ pub enum RunError {
     },
     /// A paced core was planned without its schedule.
     NoSchedule,
+    /// `--http2`: a prepared request has no stream form.
+    Http2Request(HttpError),
 }
 
 impl fmt::Display for RunError {
@@ -480,6 +495,7 @@ impl fmt::Display for RunError {
             RunError::NoOrigin => f.write_str("the run origin was not set"),
             RunError::Timerfd { core, source } => write!(f, "client core {core}: cannot create a timerfd: {source}"),
             RunError::NoSchedule => f.write_str("a paced run needs its schedule"),
+            RunError::Http2Request(e) => e.fmt(f),
         }
     }
 }
@@ -492,8 +508,15 @@ impl std::error::Error for RunError {
             RunError::Runtime { source, .. } | RunError::Connect { source, .. } | RunError::Timerfd { source, .. } => {
                 Some(source)
             }
+            RunError::Http2Request(e) => Some(e),
             RunError::ThreadPanicked | RunError::NoOrigin | RunError::NoSchedule => None,
         }
+    }
+}
+
+impl From<HttpError> for RunError {
+    fn from(e: HttpError) -> Self {
+        RunError::Http2Request(e)
     }
 }
 

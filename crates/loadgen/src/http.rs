@@ -176,6 +176,14 @@ impl ResponseReader {
         }
     }
 
+    /// A reader of a response body alone, its head read by other means (an HTTP/2 stream's
+    /// HEADERS): the body ends with the stream (`on_eof`) or with the last event.
+    pub fn body_only(dialect: Dialect) -> ResponseReader {
+        let mut r = ResponseReader::new(dialect);
+        r.head = Some(ResponseHead { status: 200, framing: Framing::UntilClose, keep_alive: false });
+        r
+    }
+
     /// Consumes `input` after a read that returned at `time_ns`.
     pub fn on_bytes(&mut self, time_ns: u64, rec: &mut RequestRecord) -> Result<Progress, Failure> {
         let Some(head) = self.head else { return self.on_head_bytes(time_ns, rec) };

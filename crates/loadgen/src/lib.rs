@@ -8,7 +8,8 @@
 //! - `tokenizer` + `workload` prompts of exact token lengths and the bytes of every request,
 //!   prepared before the clock starts;
 //! - `runner` one pinned monoio runtime per client core, pacer and concurrency cap;
-//!   `client` pooled keep-alive connections and one request's exchange; `http` response
+//!   `client` pooled keep-alive connections and one request's exchange (`http2` the same as
+//!   streams of a few HTTP/2 connections, `--http2`); `http` response
 //!   framing, `pacer` the open loop's timerfd clock, `sse` event framing and `chunk` what each
 //!   API's stream events mean (no I/O, tested at every split point); `record` what was
 //!   observed, raw; `progress` the live line;
@@ -27,6 +28,7 @@ mod client;
 mod compare;
 mod error;
 mod http;
+mod http2;
 mod limits;
 #[cfg(test)]
 mod loopback;
@@ -152,6 +154,7 @@ pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
         metadata: &config.metadata,
         percentile_metrics: config.percentile_metrics.as_deref(),
         client_cores: config.client_cpus.len(),
+        http2_connections: config.http2_connections,
         client_cpu_s: out.client_cpu_s,
         origin_unix_s: out.origin_unix_s,
         warmup_count: args.num_warmups,
@@ -188,6 +191,7 @@ fn load(args: &BenchArgs, config: &BenchConfig, model: &str, prompts: &[Prompt])
         warmup_count: args.num_warmups,
         addr: config.addr,
         reuse_connections: !args.new_connection_per_request,
+        http2_connections: config.http2_connections,
         request_timeout: config.request_timeout,
         progress: Arc::new(Progress::new(planned.map(|n| n as u64))),
         show_progress: !args.disable_progress,

@@ -14,6 +14,12 @@ pub const response_head_bytes_max: usize = 64 * 1024;
 /// Connections opened ahead of a run with a cap, per core, at most.
 pub const preopen_connections_per_core_max: usize = 1024;
 
+/// `--http2`: the receive windows the client announces, per stream and per connection. Large
+/// enough that flow control never paces a stream the client keeps up with (it releases what it
+/// reads at once), so latencies are the server's.
+pub const http2_stream_window_bytes: u32 = 4 * 1024 * 1024;
+pub const http2_connection_window_bytes: u32 = 64 * 1024 * 1024;
+
 /// A record's buffers are sized up front for at most this many output tokens (a request asking
 /// for more grows them past it).
 pub const record_presize_tokens_max: usize = 4096;

@@ -81,6 +81,7 @@ fn run_requests(
         warmup_count: 8,
         addr,
         reuse_connections: true,
+        http2_connections: None,
         request_timeout: Duration::from_secs(10),
         progress: Arc::new(Progress::new(planned.map(|n| n as u64))),
         show_progress: false,

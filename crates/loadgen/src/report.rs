@@ -33,6 +33,8 @@ pub struct Header<'a> {
     /// `--percentile-metrics`: only these latency keys are reported (None: all).
     pub percentile_metrics: Option<&'a [String]>,
     pub client_cores: usize,
+    /// `--http2`: its connection count; None: HTTP/1.1.
+    pub http2_connections: Option<usize>,
     pub client_cpu_s: f64,
     pub origin_unix_s: f64,
     pub warmup_count: usize,
@@ -250,6 +252,8 @@ fn put_extras(o: &mut Map<String, Value>, h: &Header, a: &Analysis) {
         json!({
             "tool": "shardgate bench",
             "cores": h.client_cores,
+            "http_version": if h.http2_connections.is_some() { "2" } else { "1.1" },
+            "http2_connections": h.http2_connections,
             "cpu_s": h.client_cpu_s,
             "cpu_us_per_request": per_request_us,
             "warmup_requests": h.warmup_count,
@@ -454,6 +458,7 @@ mod tests {
             metadata: &[],
             percentile_metrics: None,
             client_cores: 1,
+            http2_connections: None,
             client_cpu_s: 0.01,
             origin_unix_s: 0.0,
             warmup_count: 0,

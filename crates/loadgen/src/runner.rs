@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use super::chunk::Dialect;
 use super::client::{execute, Clock, Pool};
 use super::error::{FlagError, RunError};
+use super::http2::{self, H2Pool, H2Request};
 use super::pacer::Pacer;
 use super::progress::Progress;
 use super::record::RequestRecord;
@@ -61,6 +62,9 @@ pub struct RunSpec {
     pub warmup_count: usize,
     pub addr: SocketAddr,
     pub reuse_connections: bool,
+    /// `--http2`: the streams go over this many HTTP/2 connections, split across the cores
+    /// (at least one each); None: HTTP/1.1.
+    pub http2_connections: Option<usize>,
     pub request_timeout: Duration,
     pub progress: Arc<Progress>,
     pub show_progress: bool,
@@ -121,12 +125,18 @@ struct StartSync {
 
 pub fn run(spec: RunSpec) -> Result<RunOutput, RunError> {
     let plans = plan_cores(&spec)?;
+    let h2_requests = spec
+        .http2_connections
+        .map(|_| spec.requests.iter().map(|r| H2Request::from_http1(&r.bytes)).collect::<Result<Vec<_>, _>>())
+        .transpose()?
+        .map(Arc::new);
     raise_open_files_limit();
     let sync = Arc::new(StartSync {
         ready: Barrier::new(plans.len() + 1),
         start: Barrier::new(plans.len() + 1),
         origin: OnceLock::new(),
     });
+    let cores = plans.len();
     let mut handles = Vec::with_capacity(plans.len());
     for plan in plans {
         let shared = Shared {
@@ -134,6 +144,8 @@ pub fn run(spec: RunSpec) -> Result<RunOutput, RunError> {
             dialect: spec.dialect,
             addr: spec.addr,
             reuse: spec.reuse_connections,
+            h2_requests: h2_requests.clone(),
+            http2_connections: spec.http2_connections.map(|n| share_of(n, cores, plan.index.into()).max(1)),
             timeout: spec.request_timeout,
             progress: spec.progress.clone(),
         };
@@ -175,7 +187,7 @@ fn plan_cores(spec: &RunSpec) -> Result<Vec<CorePlan>, FlagError> {
     let total = spec.schedule.as_ref().map(Vec::len).or(spec.request_count);
     let mut plans = Vec::with_capacity(cores);
     for (c, &cpu) in spec.cpus.iter().enumerate() {
-        let share = |n: usize| n / cores + usize::from(c < n % cores);
+        let share = |n: usize| share_of(n, cores, c);
         let feed = match total {
             Some(n) => Feed::List(
                 (c..n)
@@ -209,12 +221,20 @@ fn plan_cores(spec: &RunSpec) -> Result<Vec<CorePlan>, FlagError> {
     Ok(plans)
 }
 
+/// Core `c`'s part of `n` split evenly across `cores`.
+fn share_of(n: usize, cores: usize, c: usize) -> usize {
+    n / cores + usize::from(c < n % cores)
+}
+
 /// What every core reads and nothing writes (but the progress counters).
 struct Shared {
     requests: Arc<Vec<PreparedRequest>>,
     dialect: Dialect,
     addr: SocketAddr,
     reuse: bool,
+    /// `--http2`: every request's stream form, and this core's connection count.
+    h2_requests: Option<Arc<Vec<H2Request>>>,
+    http2_connections: Option<usize>,
     timeout: Duration,
     progress: Arc<Progress>,
 }
@@ -247,6 +267,7 @@ struct Core {
     index: u16,
     clock: Cell<Clock>,
     pool: Pool,
+    h2_pool: Option<H2Pool>,
     shared: Shared,
     records: RefCell<Vec<RequestRecord>>,
 }
@@ -271,7 +292,14 @@ impl Core {
             ..RequestRecord::default()
         };
         self.shared.progress.on_send();
-        execute(&self.pool, &clock, &request.bytes, self.shared.dialect, &mut rec, self.shared.timeout).await;
+        let (dialect, timeout) = (self.shared.dialect, self.shared.timeout);
+        match (&self.h2_pool, &self.shared.h2_requests) {
+            (Some(pool), Some(streams)) => {
+                let stream = &streams[a.prompt_index as usize];
+                http2::execute(pool, &clock, stream, dialect, &mut rec, timeout).await;
+            }
+            _ => execute(&self.pool, &clock, &request.bytes, dialect, &mut rec, timeout).await,
+        }
         // Records are kept to the end of the run: a short answer gives its room back.
         rec.chunks.shrink_to_fit();
         rec.text.shrink_to_fit();
@@ -283,11 +311,16 @@ impl Core {
 async fn core_main(mut plan: CorePlan, shared: Shared, sync: Arc<StartSync>) -> Result<CoreOutput, RunError> {
     let pool = Pool::new(shared.addr, shared.reuse);
     let preopen = plan.concurrency_max.unwrap_or(0).min(limits::preopen_connections_per_core_max);
-    let filled = pool.fill(preopen).await;
+    let h2_pool = shared.http2_connections.map(|n| H2Pool::new(shared.addr, n));
+    let filled = match &h2_pool {
+        Some(h2) => h2.fill().await,
+        None => pool.fill(preopen).await,
+    };
     let core = Rc::new(Core {
         index: plan.index,
         clock: Cell::new(Clock { origin: Instant::now() }),
         pool,
+        h2_pool,
         shared,
         records: RefCell::new(Vec::new()),
     });

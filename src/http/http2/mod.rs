@@ -2,11 +2,13 @@
 //! (monoio's poll-io stream; no second runtime), each stream a request served by the same
 //! router as HTTP/1.1 through a `Responder` that frames its answer as HEADERS + DATA.
 //!
-//! The connection's task reads and writes every frame (h2 coalesces the streams' frames into
-//! its writes); each stream's request runs in its own task. Drain (graceful shutdown) sends
+//! The connection's task reads and writes every frame: the chunks one engine step gives the
+//! connection's streams leave in one write (`coalesce`); each stream's request runs in its own
+//! task. Drain (graceful shutdown) sends
 //! GOAWAY and lets the open streams finish; an idle connection (no open stream for the
 //! keep-alive idle time) is closed the same way.
 
+pub mod coalesce;
 pub mod flood_guard;
 pub mod request;
 pub mod resets;
@@ -20,6 +22,7 @@ use h2::server::SendResponse;
 use h2::RecvStream;
 use monoio::time::{sleep_until, timeout, Instant};
 
+use self::coalesce::Coalesce;
 use self::flood_guard::FloodGuard;
 use self::request::ReadStop;
 use self::resets::Resets;
@@ -48,7 +51,7 @@ pub async fn serve<T>(ctx: &Rc<ShardCtx>, io: T)
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
 {
-    let handshake = builder().handshake::<_, Bytes>(FloodGuard::new(io));
+    let handshake = builder().handshake::<_, Bytes>(Coalesce(FloodGuard::new(io)));
     let mut conn = match timeout(Duration::from_secs(limits::http2_handshake_timeout_s), handshake).await {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => {
