@@ -31,7 +31,14 @@ SCRIPT = [
 
 
 def items_of(response):
-    return [item.model_dump(exclude={"id"}) for item in response.output]
+    """The items without their ids, and without the stream helper's `parsed` (always None here)."""
+    out = []
+    for item in response.output:
+        d = item.model_dump(exclude={"id"})
+        for part in d.get("content") or []:
+            part.pop("parsed", None)
+        out.append(d)
+    return out
 
 
 def create_runs_the_tool(client):
