@@ -31,10 +31,8 @@ use crate::shard::ShardCtx;
 use shardgate_text::render::Renderer;
 use shardgate_text::ModelAssets;
 
+/// A request without MCP tools: one generation (`tool_loop` serves the others).
 pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
-    if super::tool_loop::wanted(body) {
-        return super::tool_loop::handle(ctx, body, r).await;
-    }
     serve(ctx, Endpoint::Responses, r, async |started| {
         let (mut turns, seed) = read(ctx, body, started, None).await?;
         let g = turns.generation(ctx, &[])?;
