@@ -282,6 +282,35 @@ fn faults_end_the_request_with_a_failed_call_or_an_error_naming_the_server() {
     common::eventually_within(Duration::from_secs(10), settled, "no zombie or leftover server");
 }
 
+#[test]
+fn shutdown_closes_every_session_and_reaps_the_children() {
+    let mut g = gateway();
+    for label in ["py", "everything"] {
+        let v = g.post_json("/v1/responses", &request("hello", json!([mcp(label)]))).json();
+        assert_eq!(v["output"][0]["type"], "mcp_list_tools", "{v}");
+    }
+    let servers: Vec<u32> = children_pids(g.pid());
+    assert!(servers.len() >= 2, "the two servers run as children: {servers:?}");
+    g.signal_gateway(libc::SIGTERM);
+    assert!(g.wait_gateway_exit(Duration::from_secs(30)).is_some(), "the gateway exits");
+    assert!(g.logs().contains("MCP sessions closed"), "{}", g.logs());
+    for pid in servers {
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "server {pid} outlived the gateway");
+    }
+}
+
+fn children_pids(pid: u32) -> Vec<u32> {
+    let list = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    let mut out: Vec<u32> = list.split_whitespace().filter_map(|p| p.parse().ok()).collect();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let more = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        out.extend(more.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// The gateway's child processes: (state, command line).
 fn children(pid: u32) -> Vec<(char, String)> {
     let mut out = Vec::new();

@@ -22,6 +22,9 @@ pub const result_bytes_max_default: usize = 1 << 20;
 /// waits for room.
 pub const queue_capacity_default: usize = 1024;
 
+/// How long the gateway's shutdown waits for every session to close.
+pub const close_timeout_ms_default: u64 = 5_000;
+
 /// Servers named by requests (`server_url`) kept open at once; the oldest is closed for a new
 /// one beyond this.
 pub const request_servers_max: usize = 32;
@@ -35,6 +38,7 @@ const _: () = assert!(0 < list_timeout_ms_default);
 const _: () = assert!(0 < result_bytes_max_default);
 const _: () = assert!(0 < queue_capacity_default);
 const _: () = assert!(0 < request_servers_max);
+const _: () = assert!(0 < close_timeout_ms_default);
 const _: () = assert!(0 < tool_calls_max_default);
 
 /// The bounds the MCP thread runs with. `Limits::default()` is the constants above.

@@ -64,9 +64,13 @@ enum Op {
     Call { tool: String, arguments: Option<Map<String, Value>>, answer: flume::Sender<Result<CallOutput, McpError>> },
 }
 
-struct Job {
-    server: ServerRef,
-    op: Op,
+enum Job {
+    For {
+        server: ServerRef,
+        op: Op,
+    },
+    /// Close every session, then answer.
+    CloseAll(flume::Sender<()>),
 }
 
 /// The future of one operation's answer; `Unavailable` if the thread ended without answering.
@@ -125,7 +129,7 @@ impl Mcp {
         }
         let Some(queue) = &self.queue else { return Err(McpError::Unavailable) };
         let (answer, reply) = flume::bounded(1);
-        match queue.try_send(Job { server, op: op(answer) }) {
+        match queue.try_send(Job::For { server, op: op(answer) }) {
             Ok(()) => Ok(Reply { answer: reply.into_recv_async() }),
             Err(TrySendError::Full(_)) => Err(McpError::Busy),
             Err(TrySendError::Disconnected(_)) => Err(McpError::Unavailable),
@@ -145,6 +149,17 @@ impl Mcp {
         arguments: Option<Map<String, Value>>,
     ) -> Result<Reply<CallOutput>, McpError> {
         self.submit(server, |answer| Op::Call { tool, arguments, answer })
+    }
+}
+
+impl Mcp {
+    /// Closes every session now (stdio children killed and reaped), waiting up to `limit`;
+    /// false if that did not finish in time. For a process that exits without dropping the
+    /// handle (the gateway's shutdown).
+    pub fn close_sessions(&self, limit: std::time::Duration) -> bool {
+        let Some(queue) = &self.queue else { return false };
+        let (done, closed) = flume::bounded(1);
+        queue.try_send(Job::CloseAll(done)).is_ok() && closed.recv_timeout(limit).is_ok()
     }
 }
 
@@ -205,11 +220,24 @@ fn run(servers: Vec<ServerConfig>, limits: Limits, jobs: flume::Receiver<Job>) {
     local.block_on(&runtime, async {
         let mut tasks = tokio::task::JoinSet::new();
         while let Ok(job) = jobs.recv_async().await {
-            let (server, evicted) = servers.borrow_mut().get(&job.server);
-            if let Some(old) = evicted {
-                tasks.spawn_local(async move { old.shut().await });
+            match job {
+                Job::For { server: name, op } => {
+                    let (server, evicted) = servers.borrow_mut().get(&name);
+                    if let Some(old) = evicted {
+                        tasks.spawn_local(async move { old.shut().await });
+                    }
+                    tasks.spawn_local(serve(server, name, op));
+                }
+                Job::CloseAll(done) => {
+                    let all = servers.borrow().all();
+                    tasks.spawn_local(async move {
+                        for server in all {
+                            server.shut().await;
+                        }
+                        let _ = done.send(());
+                    });
+                }
             }
-            tasks.spawn_local(serve(server, job));
             while tasks.try_join_next().is_some() {}
         }
         // The queue closed: finish what was asked, then close every session.
@@ -221,9 +249,9 @@ fn run(servers: Vec<ServerConfig>, limits: Limits, jobs: flume::Receiver<Job>) {
     });
 }
 
-async fn serve(server: Option<Rc<Server>>, job: Job) {
-    let missing = || McpError::UnknownServer(job.server.label().to_string());
-    match job.op {
+async fn serve(server: Option<Rc<Server>>, name: ServerRef, op: Op) {
+    let missing = || McpError::UnknownServer(name.label().to_string());
+    match op {
         Op::Tools(answer) => {
             let listed = match &server {
                 Some(s) => s.tools().await,
