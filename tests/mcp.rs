@@ -1,6 +1,7 @@
 //! The MCP tool loop on `/v1/responses` end to end, against real MCP servers: the npm
-//! package `@modelcontextprotocol/server-everything` and `tools/mcp/pyserver.py` (PyPI `mcp`),
-//! both over stdio, installed by `tools/mcp/install.sh`; the simulator is scripted to call
+//! package `@modelcontextprotocol/server-everything` (over stdio, and over streamable HTTP as a
+//! request's own `server_url`) and `tools/mcp/pyserver.py` (PyPI `mcp`, stdio), installed by
+//! `tools/mcp/install.sh`; the simulator is scripted to call
 //! their tools and to answer once their outputs are in its prompt. One-shot and streamed
 //! answers are compared item by item; the faults (a server that will not start, one that
 //! crashes mid-call, hangs, fails, answers too much, lists nothing) each end the request with
@@ -280,6 +281,53 @@ fn faults_end_the_request_with_a_failed_call_or_an_error_naming_the_server() {
             && now.iter().filter(|(_, cmd)| cmd.contains("pyserver")).count() <= 2
     };
     common::eventually_within(Duration::from_secs(10), settled, "no zombie or leftover server");
+}
+
+/// A port of this project's test range (24000-24999) that nobody listens on.
+fn range_port() -> u16 {
+    (24_500..25_000)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .expect("a free port in 24500-24999")
+}
+
+#[test]
+fn a_requests_own_server_over_streamable_http() {
+    let home = mcp_home();
+    let everything = home.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let port = range_port();
+    let server = Command::new("node")
+        .arg(everything)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("node runs");
+    let _server = common::ChildGuard(server);
+    common::eventually_within(
+        Duration::from_secs(20),
+        || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+        "server-everything listening",
+    );
+    let g = gateway();
+    let secret = "Bearer not-for-the-logs-4711";
+    let tool = json!({"type": "mcp", "server_label": "web", "server_url": format!("http://127.0.0.1:{port}/mcp"),
+                      "headers": {"Authorization": secret}});
+    let body = request("ask everything echo", json!([tool]));
+    let v = g.post_json("/v1/responses", &body).json();
+    assert_eq!(kinds(&v), ["mcp_list_tools", "mcp_call", "message"], "{v}");
+    assert_eq!(
+        (v["output"][1]["server_label"].as_str(), v["output"][1]["output"].as_str()),
+        (Some("web"), Some("Echo: hello mcp"))
+    );
+    let (_, done) = streamed(&g, &body);
+    assert_eq!(items(&done), items(&v));
+    assert!(!g.logs().contains("not-for-the-logs"), "a header value reached the log");
+    // Nobody listening there: the request fails naming the server.
+    let gone = json!({"type": "mcp", "server_label": "nowhere", "server_url": format!("http://127.0.0.1:{}/mcp", range_port())});
+    let r = g.post_json("/v1/responses", &request("hello", json!([gone])));
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert!(r.text().contains("MCP server 'nowhere'"), "{}", r.text());
 }
 
 #[test]
