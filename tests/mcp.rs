@@ -159,6 +159,12 @@ fn mcp_tools_run_in_the_gateway_streamed_and_not() {
         assert_eq!(v["status"], "completed");
         // Two generations: both counted.
         assert!(v["usage"]["output_tokens"].as_u64().unwrap() > 0);
+        // A stored MCP response is continued: its calls and outputs are the next prompt's history.
+        let next =
+            json!({"model": "test-model", "input": "thanks", "previous_response_id": v["id"], "tools": [tool.clone()]});
+        let r = g.post_json("/v1/responses", &next);
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(kinds(&r.json()), ["mcp_list_tools", "message"]);
 
         let (events, done) = streamed(&g, &body);
         assert_eq!(items(&done), items(&v), "streamed and one-shot answers agree");
@@ -188,7 +194,7 @@ fn mcp_tools_run_in_the_gateway_streamed_and_not() {
     for line in [
         "smg_mcp_tool_calls_total{model=\"test-model\",tool_name=\"weather\",result=\"success\"} 2",
         "smg_mcp_tool_calls_total{model=\"test-model\",tool_name=\"echo\",result=\"success\"} 2",
-        "smg_mcp_tool_iterations_total 8",
+        "smg_mcp_tool_iterations_total 10",
     ] {
         assert!(metrics.contains(line), "{line} not in\n{metrics}");
     }
