@@ -272,6 +272,12 @@ fn faults_end_the_request_with_a_failed_call_or_an_error_naming_the_server() {
         assert_eq!(r.status, status, "{}", r.text());
         assert!(r.json()["error"]["message"].as_str().unwrap().contains(says), "{}", r.text());
     }
+    // The type spelled with escapes misses the route's byte search: refused, not served without it.
+    let r = g.post(
+        "/v1/responses",
+        r#"{"model":"test-model","input":"hi","tools":[{"type":"m\u0063p","server_label":"py"}]}"#,
+    );
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("tools[0].type")), "{}", r.text());
     // A server that lists no tools offers the model nothing, and says so.
     let v = g.post_json("/v1/responses", &request("hello", json!([mcp("empty")]))).json();
     assert_eq!(

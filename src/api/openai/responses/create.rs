@@ -199,6 +199,15 @@ pub async fn read(
     let input_value = f.get("input").ok_or_else(|| ApiError::invalid_param("input", "'input' is required"))?;
     let input = input::read(input_value)?;
     let mut tools = tools::read(&f)?;
+    if mcp.is_none() {
+        // The route sends requests with MCP tools to the tool loop by a byte search first; one
+        // that spells the type with escapes gets here and is refused, not served without them.
+        if let Some(i) =
+            f.array("tools")?.and_then(|t| t.iter().position(|t| t.get("type").and_then(Value::as_str) == Some("mcp")))
+        {
+            return Err(ApiError::invalid_param(&format!("tools[{i}].type"), "write the type 'mcp' without escapes"));
+        }
+    }
     if let (Some(listed), Value::Array(template)) = (mcp, &mut tools.template) {
         tools.specs.extend(listed.specs.iter().cloned());
         template.extend(listed.template.iter().cloned());
