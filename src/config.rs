@@ -250,6 +250,18 @@ pub struct GatewayArgs {
     /// ~/.local/share/shardgate).
     #[arg(long = "data-dir", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Path to MCP server configuration file: the servers whose tools `/v1/responses` runs
+    /// (JSON: `{"servers": [{"name", "protocol": "stdio", "command", "args", "env"} or
+    /// {"name", "protocol": "streamable", "url", "headers"}]}`).
+    #[arg(long = "mcp-config-path", value_name = "PATH")]
+    pub mcp_config_path: Option<PathBuf>,
+    /// The most MCP tool calls one `/v1/responses` request runs (its `max_tool_calls` is capped
+    /// by this).
+    #[arg(long = "mcp-max-tool-calls", default_value_t = shardgate_mcp::limits::tool_calls_max_default)]
+    pub mcp_max_tool_calls: usize,
+    /// How long one MCP tool call may take, in seconds.
+    #[arg(long = "mcp-call-timeout-secs", default_value_t = shardgate_mcp::limits::call_timeout_ms_default / 1000)]
+    pub mcp_call_timeout_secs: u64,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -312,6 +324,8 @@ pub enum ConfigError {
     /// its certificate).
     WorkerTls(String),
     KvPublish(PublishRefusal),
+    /// `--mcp-config-path` cannot be read or is not a valid configuration.
+    Mcp(String),
 }
 
 impl fmt::Display for ConfigError {
@@ -345,6 +359,7 @@ impl fmt::Display for ConfigError {
             ConfigError::CacheAware(e) => e.fmt(f),
             ConfigError::WorkerTls(e) => write!(f, "TLS to workers: {e}"),
             ConfigError::KvPublish(e) => e.fmt(f),
+            ConfigError::Mcp(e) => write!(f, "--mcp-config-path: {e}"),
         }
     }
 }
@@ -458,6 +473,26 @@ pub struct Config {
     pub kv_publish: Option<PublishEndpoints>,
     /// `--history-backend` in `--data-dir`: where stored responses and conversations live.
     pub history: shardgate_store::Backend,
+    /// `--mcp-config-path`'s servers and the MCP flags.
+    pub mcp: Mcp,
+}
+
+/// The MCP servers and bounds (`--mcp-*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mcp {
+    pub servers: Vec<shardgate_mcp::ServerConfig>,
+    pub limits: shardgate_mcp::Limits,
+    pub max_tool_calls: usize,
+}
+
+impl Default for Mcp {
+    fn default() -> Self {
+        Mcp {
+            servers: Vec::new(),
+            limits: shardgate_mcp::Limits::default(),
+            max_tool_calls: shardgate_mcp::limits::tool_calls_max_default,
+        }
+    }
 }
 
 /// `--policy` and its settings.
@@ -660,6 +695,17 @@ impl Config {
             allow_public: g.allow_public_engine_bind,
         })
         .map_err(ConfigError::KvPublish)?;
+        let mcp = Mcp {
+            servers: match &g.mcp_config_path {
+                Some(path) => shardgate_mcp::load(path).map_err(ConfigError::Mcp)?,
+                None => Vec::new(),
+            },
+            limits: shardgate_mcp::Limits {
+                call_timeout_ms: g.mcp_call_timeout_secs.max(1) * 1000,
+                ..shardgate_mcp::Limits::default()
+            },
+            max_tool_calls: g.mcp_max_tool_calls,
+        };
         Ok(Config {
             workers,
             model_path,
@@ -705,6 +751,7 @@ impl Config {
             worker_tls,
             kv_publish,
             history: g.history_backend.in_directory(&g.data_dir.clone().unwrap_or_else(default_data_dir)),
+            mcp,
         })
     }
 }

@@ -51,7 +51,10 @@ fn run_gateway(config: Config, companion: CompanionSlot) -> Result<(), StartupEr
     let store = shardgate_store::Store::open(config.history.clone(), &shardgate_store::Limits::default())
         .map_err(StartupError::History)?;
     tracing::info!("response history: {}", config.history);
-    let shared = Shared::new(config, budget.connections_per_shard, store, tls);
+    let mcp =
+        shardgate_mcp::Mcp::start(config.mcp.servers.clone(), config.mcp.limits.clone()).map_err(StartupError::Mcp)?;
+    tracing::info!("MCP servers: {:?} (started on first use)", mcp.configured());
+    let shared = Shared::new(config, budget.connections_per_shard, store, mcp, tls);
     if let Some(at) = &shared.config.kv_publish {
         crate::kv_publish::publisher::start(&shared.zmq, at).map_err(StartupError::KvPublish)?;
     }

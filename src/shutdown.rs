@@ -115,6 +115,13 @@ fn drain_and_exit(shared: &Arc<Shared>, signal: &str, companion: &CompanionSlot)
         // Time for the ABORTs to leave and the clients to get their error events.
         std::thread::sleep(Duration::from_millis(crate::limits::shutdown_abort_flush_ms));
     }
+    // MCP children are killed and reaped, not left to notice their closed stdin.
+    let limit = Duration::from_millis(shardgate_mcp::limits::close_timeout_ms_default);
+    if shared.mcp.close_sessions(limit) {
+        tracing::info!("MCP sessions closed");
+    } else {
+        tracing::warn!("MCP sessions not all closed within {} ms", limit.as_millis());
+    }
     // The engines outlive the drain (it needs them) and go before the process does.
     if let Some(mut c) = companion.lock().ok().and_then(|mut c| c.take()) {
         c.stop();

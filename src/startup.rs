@@ -46,6 +46,8 @@ pub enum StartupError {
     Stdout(io::Error),
     /// The response store would not open (`--history-backend`, `--data-dir`).
     History(shardgate_store::StoreError),
+    /// The MCP thread could not be started.
+    Mcp(std::io::Error),
     /// The host's KV-event stream could not bind (`--kv-events-publish-endpoint`).
     KvPublish(String),
     /// The certificate or key of `--tls-cert-path` / `--tls-key-path`.
@@ -74,6 +76,7 @@ impl fmt::Display for StartupError {
             StartupError::Stdin(e) => write!(f, "cannot read stdin: {e}"),
             StartupError::Stdout(e) => write!(f, "cannot write stdout: {e}"),
             StartupError::History(e) => write!(f, "cannot open the response history (--history-backend): {e}"),
+            StartupError::Mcp(e) => write!(f, "cannot start the MCP thread: {e}"),
             StartupError::KvPublish(e) => write!(f, "cannot publish the host's KV events: {e}"),
             StartupError::Tls(e) => e.fmt(f),
         }
@@ -88,6 +91,7 @@ impl std::error::Error for StartupError {
             StartupError::Model(e) => Some(e),
             StartupError::Template(e) => Some(e),
             StartupError::History(e) => Some(e),
+            StartupError::Mcp(e) => Some(e),
             StartupError::Tls(e) => Some(e),
             StartupError::Listen { source, .. }
             | StartupError::Thread { source, .. }

@@ -46,6 +46,9 @@ echo "$MODEL_DIR"
 step "the nghttp2 client tools (nghttp, h2load) for tests/h2_clients.rs, from Debian"
 limited 600 tools/nghttp2/install.sh
 
+step "the real MCP servers tests/mcp.rs and tests/sdk/test_mcp_sdk.py run (npm server-everything, a PyPI mcp venv)"
+MCP_HOME="$(limited 600 tools/mcp/install.sh)"
+
 step "unit and integration tests"
 limited 1200 cargo test --release
 
@@ -87,6 +90,9 @@ limited 600 .venv/bin/python tests/sdk/test_anthropic_sdk.py target/release "$MO
 
 step "OpenAI SDK's Responses client against the gateway"
 limited 600 .venv/bin/python tests/sdk/test_responses_sdk.py target/release "$MODEL_DIR"
+
+step "OpenAI SDK reading the MCP tool loop's items and events"
+limited 600 .venv/bin/python tests/sdk/test_mcp_sdk.py target/release "$MODEL_DIR" "$MCP_HOME"
 
 step "chat templates of five model families against transformers"
 limited 600 .venv/bin/python tests/templates/test_templates.py target/release

@@ -42,6 +42,7 @@ pub fn render(shared: &Shared) -> String {
     http_metrics(&mut out, &shards);
     worker_metrics(&mut out, &shards, shared, &model);
     tokenizer_cache_metrics(&mut out, &shards);
+    mcp_metrics(&mut out, &shards);
     admission_metrics(&mut out, &shared.admission);
     let load = super::scheduler::HostLoad::of_workers(&shared.registry.snapshot(), shared.admission.queued() as u64);
     let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
@@ -272,6 +273,18 @@ fn admission_metrics(out: &mut String, a: &crate::pipeline::admission::Admission
     let timeout = a.rejected_timeout.load(Ordering::Relaxed);
     let _ = writeln!(out, "shardgate_admission_rejected_total{{reason=\"queue_full\"}} {full}");
     let _ = writeln!(out, "shardgate_admission_rejected_total{{reason=\"queue_timeout\"}} {timeout}");
+}
+
+fn mcp_metrics(out: &mut String, shards: &[&ShardMetrics]) {
+    let (calls, iterations) = super::mcp::McpMetrics::sum(shards.iter().map(|m| &m.mcp));
+    header(out, "smg_mcp_tool_calls_total", "counter", "MCP tool invocations.");
+    for ((model, tool, result), n) in calls {
+        let (model, tool) = (label(&model), label(&tool));
+        let _ =
+            writeln!(out, "smg_mcp_tool_calls_total{{model=\"{model}\",tool_name=\"{tool}\",result=\"{result}\"}} {n}");
+    }
+    header(out, "smg_mcp_tool_iterations_total", "counter", "Responses API tool-loop iterations.");
+    let _ = writeln!(out, "smg_mcp_tool_iterations_total {iterations}");
 }
 
 fn tokenizer_cache_metrics(out: &mut String, shards: &[&ShardMetrics]) {

@@ -9,6 +9,7 @@
 
 pub mod exposition;
 pub mod histogram;
+pub mod mcp;
 pub mod scheduler;
 pub mod server;
 
@@ -162,6 +163,7 @@ pub struct ShardMetrics {
     pub tokenizer_cache_l1_bytes: AtomicU64,
     pub tokenizer_cache_l0_entries: AtomicU64,
     pub tokenizer_cache_l1_entries: AtomicU64,
+    pub mcp: mcp::McpMetrics,
 }
 
 impl ShardMetrics {

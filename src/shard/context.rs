@@ -75,6 +75,8 @@ pub struct Shared {
     pub connections_per_shard: usize,
     /// Stored responses and conversations (its own thread; every call is queued).
     pub store: shardgate_store::Store,
+    /// MCP tool servers (its own thread and runtime; every call is queued).
+    pub mcp: shardgate_mcp::Mcp,
     /// The API port's TLS configuration (`--tls-cert-path`), read at startup.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     model: OnceLock<Result<Arc<ModelAssets>, ModelError>>,
@@ -85,6 +87,7 @@ impl Shared {
         config: Config,
         connections_per_shard: usize,
         store: shardgate_store::Store,
+        mcp: shardgate_mcp::Mcp,
         tls: Option<Arc<rustls::ServerConfig>>,
     ) -> Arc<Self> {
         let shards = config.shards;
@@ -115,6 +118,7 @@ impl Shared {
                 draining: Default::default(),
                 connections_per_shard,
                 store,
+                mcp,
                 tls,
                 model: OnceLock::new(),
                 config,
@@ -205,6 +209,11 @@ impl ShardCtx {
             stop_accepting: Default::default(),
             shared,
         })
+    }
+
+    /// The MCP client (`--mcp-config-path`'s servers and the requests' own).
+    pub fn mcp(&self) -> &shardgate_mcp::Mcp {
+        &self.shared.mcp
     }
 
     /// This shard's counters.

@@ -6,12 +6,14 @@
 //! complete when `store` (default true) is set.
 
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Map, Value};
 
 use super::format::{CountTokens, ResponsesFormat, Save};
 use super::input::{self, item_id};
+use super::mcp_tools::{Listed, McpFunction};
 use super::object::{reasoning_echo, Echo, Response};
 use super::tools;
 use super::{history, sampling};
@@ -24,11 +26,80 @@ use crate::error::ApiError;
 use crate::http::response::Responder;
 use crate::metrics::Endpoint;
 use crate::pipeline::plan::{plan, Generation};
-use crate::pipeline::request::{GenerateRequest, Prompt};
+use crate::pipeline::request::{GenerateRequest, Prompt, SamplingRequest};
 use crate::shard::ShardCtx;
+use shardgate_text::render::Renderer;
+use shardgate_text::ModelAssets;
 
+/// A request without MCP tools: one generation (`tool_loop` serves the others).
 pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
-    serve(ctx, Endpoint::Responses, r, async |started| prepare(ctx, body, started).await).await
+    serve(ctx, Endpoint::Responses, r, async |started| {
+        let (mut turns, seed) = read(ctx, body, started, None).await?;
+        let g = turns.generation(ctx, &[])?;
+        let format = seed.format(&turns, &g);
+        Ok((g, format))
+    })
+    .await
+}
+
+/// A request read once, whose prompt is rendered again with the items of each tool-loop turn
+/// after its input (one generation when there is no loop).
+pub struct Turns {
+    id: String,
+    started: Instant,
+    model: Arc<ModelAssets>,
+    renderer: Rc<Renderer>,
+    instructions: Option<String>,
+    history: Vec<Value>,
+    history_param: &'static str,
+    /// The request's input as a list of items.
+    input: Vec<Value>,
+    chat: ChatPrompt,
+    sampling: SamplingRequest,
+    parallel_tool_calls: bool,
+    turn: usize,
+}
+
+impl Turns {
+    /// The model's served name.
+    pub fn model_name(&self) -> &str {
+        &self.model.served_name
+    }
+
+    /// The next generation: the request's input followed by `more` items (calls and their
+    /// outputs), rendered, tokenized, validated and given a worker.
+    pub fn generation(&mut self, ctx: &Rc<ShardCtx>, more: &[Value]) -> Result<Generation, ApiError> {
+        let mut items = self.input.clone();
+        items.extend_from_slice(more);
+        let input = input::read(&Value::Array(items))?;
+        let conversation = input::conversation(
+            self.instructions.as_deref(),
+            &self.history,
+            self.history_param,
+            input,
+            &self.renderer,
+        )?;
+        let mut chat = self.chat.clone();
+        chat.conversation = conversation.messages;
+        chat.add_generation_prompt = !conversation.continue_final;
+        chat.continue_final_message = conversation.continue_final;
+        let rendered = chat.render(&self.model, &self.renderer, "input")?;
+        let parse = chat.parse_spec(ctx, &self.model, true, self.parallel_tool_calls)?;
+        let prompt = Prompt::from_rendered(ctx, &self.model, &rendered)?;
+        // Each generation's engine requests get ids of their own.
+        let id = if self.turn == 0 { self.id.clone() } else { format!("{}_{}", self.id, self.turn) };
+        self.turn += 1;
+        let request = GenerateRequest {
+            endpoint: Endpoint::Responses,
+            id,
+            started: self.started,
+            model: self.model.clone(),
+            prompts: vec![prompt],
+            sampling: self.sampling.clone(),
+            parse,
+        };
+        plan(ctx, request).map_err(|e| Names::RESPONSES.refusal(e))
+    }
 }
 
 /// Fields of the other OpenAI APIs that Responses spells differently or lacks: refused naming
@@ -112,9 +183,14 @@ fn read_options<'a>(f: &Fields<'a>) -> Result<Options<'a>, ApiError> {
     })
 }
 
-/// Everything before dispatch: the request read, the earlier items loaded, the prompt
-/// rendered and tokenized, then validated and a worker chosen (`plan`).
-async fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(Generation, ResponsesFormat), ApiError> {
+/// Everything before dispatch: the request read and the earlier items loaded; `mcp`, the
+/// functions of its MCP tools (listed by the tool loop), are offered after its own.
+pub async fn read(
+    ctx: &Rc<ShardCtx>,
+    body: &[u8],
+    started: Instant,
+    mcp: Option<&Listed>,
+) -> Result<(Turns, FormatSeed), ApiError> {
     let body = Body::parse(body)?;
     let f = body.fields();
     refuse_other_apis(&f)?;
@@ -122,13 +198,27 @@ async fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(G
     let options = read_options(&f)?;
     let input_value = f.get("input").ok_or_else(|| ApiError::invalid_param("input", "'input' is required"))?;
     let input = input::read(input_value)?;
-    let tools = tools::read(&f)?;
+    let mut tools = tools::read(&f)?;
+    if mcp.is_none() {
+        // The route sends requests with MCP tools to the tool loop by a byte search first; one
+        // that spells the type with escapes gets here and is refused, not served without them.
+        if let Some(i) =
+            f.array("tools")?.and_then(|t| t.iter().position(|t| t.get("type").and_then(Value::as_str) == Some("mcp")))
+        {
+            return Err(ApiError::invalid_param(&format!("tools[{i}].type"), "write the type 'mcp' without escapes"));
+        }
+    }
+    if let (Some(listed), Value::Array(template)) = (mcp, &mut tools.template) {
+        tools.specs.extend(listed.specs.iter().cloned());
+        template.extend(listed.template.iter().cloned());
+    }
     let tool_choice = tools::choice(&f, &tools.specs)?;
     let sampling = sampling::read(&f)?;
     let renderer = ctx.renderer(&model).map_err(ApiError::bad_request)?;
     let history = history::load(ctx, options.previous_response_id, options.conversation).await?;
     let history_param = if options.conversation.is_some() { "conversation" } else { "previous_response_id" };
-    let conversation = input::conversation(options.instructions, &history, history_param, input, &renderer)?;
+    // Checked here, before anything runs; each turn reads it again with its items after it.
+    input::conversation(options.instructions, &history, history_param, input, &renderer)?;
     // Passed to the template as chat passes it, and only with tools (as vLLM does).
     let passthrough = [("tool_choice", f.get("tool_choice").filter(|_| !tools.specs.is_empty()))];
     let reasoning = thinking::Reasoning {
@@ -141,33 +231,19 @@ async fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(G
             Ok(options.effort.map(thinking::effort_thinks))
         })?;
     let chat = ChatPrompt {
-        conversation: conversation.messages,
+        conversation: Value::Null,
         tools: tools.specs.clone(),
         template_tools: Some(tools.template.clone()),
         tool_choice,
         variables,
         thinking_on,
         documents: None,
-        add_generation_prompt: !conversation.continue_final,
-        continue_final_message: conversation.continue_final,
+        add_generation_prompt: true,
+        continue_final_message: false,
     };
-    let rendered = chat.render(&model, &renderer, "input")?;
     let parallel_tool_calls = f.bool("parallel_tool_calls")?.unwrap_or(true);
-    let parse = chat.parse_spec(ctx, &model, true, parallel_tool_calls)?;
-    let prompt = Prompt::from_rendered(ctx, &model, &rendered)?;
     let id = item_id("resp");
-    let request = GenerateRequest {
-        endpoint: Endpoint::Responses,
-        id: id.clone(),
-        started,
-        model: model.clone(),
-        prompts: vec![prompt],
-        sampling,
-        parse,
-    };
-    let g = plan(ctx, request).map_err(|e| Names::RESPONSES.refusal(e))?;
-    let echo = echo(&f, &options, &model.served_name, (g.params.sampling.temperature, g.params.sampling.top_p));
-    let response = Response { id, created_at: shardgate_util::time::unix_time_s(), echo };
+    let echo = echo_members(&f, &options, &model.served_name);
     let save = options.store.then(|| Save {
         ctx: ctx.clone(),
         model: model.served_name.clone(),
@@ -178,12 +254,55 @@ async fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(G
     let counter = model.clone();
     let count_tokens: CountTokens =
         Box::new(move |text| counter.tokenizer.encode(text, false).map_or(0, |ids| ids.len() as u64));
-    Ok((g, ResponsesFormat::new(response, count_tokens, parallel_tool_calls, save)))
+    let input = match input_value {
+        Value::String(text) => vec![serde_json::json!({"role": "user", "content": text})],
+        Value::Array(items) => items.clone(),
+        _ => Vec::new(),
+    };
+    let turns = Turns {
+        id,
+        started,
+        model,
+        renderer,
+        instructions: options.instructions.map(str::to_string),
+        history,
+        history_param,
+        input,
+        chat,
+        sampling,
+        parallel_tool_calls,
+        turn: 0,
+    };
+    let format = FormatSeed { echo, count_tokens, parallel_tool_calls, save, mcp: mcp.map(|l| l.functions.clone()) };
+    Ok((turns, format))
+}
+
+/// The response's format, made once the first generation is planned: the object repeats the
+/// sampling values the engine got.
+pub struct FormatSeed {
+    echo: Vec<(&'static str, Value)>,
+    count_tokens: CountTokens,
+    parallel_tool_calls: bool,
+    save: Option<Save>,
+    mcp: Option<Rc<[McpFunction]>>,
+}
+
+impl FormatSeed {
+    pub fn format(self, turns: &Turns, g: &Generation) -> ResponsesFormat {
+        let echo = sampled(self.echo, (g.params.sampling.temperature, g.params.sampling.top_p));
+        let response = Response { id: turns.id.clone(), created_at: shardgate_util::time::unix_time_s(), echo };
+        let format = ResponsesFormat::new(response, self.count_tokens, self.parallel_tool_calls, self.save);
+        match self.mcp {
+            Some(functions) => format.with_mcp(functions),
+            None => format,
+        }
+    }
 }
 
 /// The settings the response object repeats: as the request gave them (OpenAI's defaults
-/// where it gave none), and the sampling values the engine got (as vLLM reports them).
-fn echo(f: &Fields<'_>, o: &Options<'_>, model: &str, (temperature, top_p): (f64, f64)) -> Echo {
+/// where it gave none), and the sampling values the engine got (as vLLM reports them; filled
+/// in by `sampled`).
+fn echo_members(f: &Fields<'_>, o: &Options<'_>, model: &str) -> Vec<(&'static str, Value)> {
     let given = |name: &str, default: Value| f.get(name).cloned().unwrap_or(default);
     let format = f.object("text").ok().flatten().and_then(|t| t.get("format")).filter(|v| !v.is_null());
     let mut text = Map::new();
@@ -196,17 +315,28 @@ fn echo(f: &Fields<'_>, o: &Options<'_>, model: &str, (temperature, top_p): (f64
         ("previous_response_id", o.previous_response_id.map_or(Value::Null, Value::from)),
         ("reasoning", reasoning_echo(o.effort)),
         ("store", Value::Bool(o.store)),
-        ("temperature", Value::from(temperature)),
+        ("temperature", Value::Null),
         ("text", Value::Object(text)),
         ("tool_choice", given("tool_choice", Value::from("auto"))),
         ("tools", given("tools", Value::Array(Vec::new()))),
-        ("top_p", Value::from(top_p)),
+        ("top_p", Value::Null),
         ("truncation", given("truncation", Value::from("disabled"))),
         ("user", given("user", Value::Null)),
         ("metadata", given("metadata", Value::Object(Map::new()))),
     ];
     if let Some(id) = o.conversation {
         members.push(("conversation", serde_json::json!({"id": id})));
+    }
+    members
+}
+
+fn sampled(mut members: Vec<(&'static str, Value)>, (temperature, top_p): (f64, f64)) -> Echo {
+    for (name, value) in &mut members {
+        match *name {
+            "temperature" => *value = Value::from(temperature),
+            "top_p" => *value = Value::from(top_p),
+            _ => {}
+        }
     }
     Echo::new(&members)
 }
@@ -267,7 +397,7 @@ mod tests {
         let body = json!({"input": "x"});
         let f = Fields::new(&body);
         let o = read_options(&f).unwrap();
-        let echo = echo(&f, &o, "m", (1.0, 1.0));
+        let echo = sampled(echo_members(&f, &o, "m"), (1.0, 1.0));
         let response = Response { id: "resp_1".into(), created_at: 5, echo };
         let snapshot = Snapshot { status: Status::InProgress, items: &[], usage: None, error: None };
         let v: Value = serde_json::from_str(&response.render(&snapshot)).unwrap();

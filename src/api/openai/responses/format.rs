@@ -24,6 +24,7 @@ use serde_json::Value;
 
 use super::history::{self, Saved};
 use super::input::item_id;
+use super::mcp_tools::McpFunction;
 use super::object::{Item, Kind, Response, ResponseUsage, Snapshot, Status};
 use crate::api::invalid::Names;
 use crate::api::sink::{Format, SseOut};
@@ -73,6 +74,11 @@ pub struct ResponsesFormat {
     status: Status,
     /// The whole response once complete: what is saved, and what a stream ends with.
     done: Option<String>,
+    /// The functions that are MCP tools: a call to one is an `mcp_call` (or an
+    /// `mcp_approval_request`) item, run by the tool loop.
+    mcp: Rc<[McpFunction]>,
+    /// The token counts of every generation of the response (the tool loop runs several).
+    spent: Usage,
 }
 
 impl ResponsesFormat {
@@ -88,7 +94,97 @@ impl ResponsesFormat {
             open: None,
             status: Status::InProgress,
             done: None,
+            mcp: Rc::from([]),
+            spent: Usage::default(),
         }
+    }
+
+    /// Calls to these functions become MCP items.
+    pub fn with_mcp(mut self, mcp: Rc<[McpFunction]>) -> Self {
+        self.mcp = mcp;
+        self
+    }
+
+    /// The kind of item a call to `name` is.
+    fn call_kind(&self, call_id: String, name: String) -> Kind {
+        match self.mcp.iter().find(|f| f.function == name) {
+            Some(f) if f.approval => {
+                Kind::McpApprovalRequest { server_label: f.server_label.clone(), name: f.tool.clone() }
+            }
+            Some(f) => Kind::McpCall {
+                call_id,
+                server_label: f.server_label.clone(),
+                name: f.tool.clone(),
+                output: None,
+                error: None,
+            },
+            None => Kind::FunctionCall { call_id, name },
+        }
+    }
+
+    /// A server's tools as an `mcp_list_tools` item, whole.
+    pub fn list_tools(&mut self, server_label: String, tools: Value, out: &mut SseOut) {
+        let mut item = Item::new(Kind::McpListTools { server_label, tools }, String::new());
+        item.status = Status::Completed;
+        let at = self.items.len();
+        emit(&mut self.seq, out, "response.output_item.added", |s| {
+            s.push_str(",\"output_index\":");
+            push_int(s, at);
+            s.push_str(",\"item\":");
+            item.push_json(s);
+        });
+        for name in ["response.mcp_list_tools.in_progress", "response.mcp_list_tools.completed"] {
+            emit(&mut self.seq, out, name, |s| push_at(s, &item, at, false));
+        }
+        emit(&mut self.seq, out, "response.output_item.done", |s| {
+            s.push_str(",\"output_index\":");
+            push_int(s, at);
+            s.push_str(",\"item\":");
+            item.push_json(s);
+        });
+        self.items.push(item);
+    }
+
+    /// The output indexes of the MCP calls not run yet.
+    pub fn pending_mcp_calls(&self) -> Vec<usize> {
+        let pending = |i: &Item| matches!(i.kind, Kind::McpCall { .. }) && i.status == Status::InProgress;
+        self.items.iter().enumerate().filter(|(_, i)| pending(i)).map(|(at, _)| at).collect()
+    }
+
+    pub fn items(&self) -> &[Item] {
+        &self.items
+    }
+
+    /// Whether the output so far holds calls the client must answer (function calls, approval
+    /// requests): the response ends there.
+    pub fn awaits_client(&self) -> bool {
+        self.items.iter().any(|i| matches!(i.kind, Kind::FunctionCall { .. } | Kind::McpApprovalRequest { .. }))
+    }
+
+    /// The MCP call at `at` ran: its output, or its error (`{"type",...}` as OpenAI shapes it).
+    pub fn complete_mcp_call(&mut self, at: usize, result: Result<String, Value>, out: &mut SseOut) {
+        let Some(item) = self.items.get_mut(at) else { return };
+        let Kind::McpCall { output, error, .. } = &mut item.kind else { return };
+        let name = match result {
+            Ok(text) => {
+                *output = Some(text);
+                item.status = Status::Completed;
+                "response.mcp_call.completed"
+            }
+            Err(e) => {
+                *error = Some(e);
+                item.status = Status::Failed;
+                "response.mcp_call.failed"
+            }
+        };
+        let item = &self.items[at];
+        emit(&mut self.seq, out, name, |s| push_at(s, item, at, false));
+        emit(&mut self.seq, out, "response.output_item.done", |s| {
+            s.push_str(",\"output_index\":");
+            push_int(s, at);
+            s.push_str(",\"item\":");
+            item.push_json(s);
+        });
     }
 
     fn render(&self, status: Status, usage: Option<&ResponseUsage>, error: Option<&ApiError>) -> String {
@@ -106,7 +202,7 @@ impl ResponsesFormat {
         }
     }
 
-    fn start(&mut self, out: &mut SseOut) {
+    pub fn start(&mut self, out: &mut SseOut) {
         if self.created {
             return;
         }
@@ -149,7 +245,7 @@ impl ResponsesFormat {
         }
         if !matches!(&self.open, Some((_, Some(index))) if *index == c.index) {
             let call_id = c.id.clone().unwrap_or_else(|| item_id("call"));
-            let kind = Kind::FunctionCall { call_id, name: c.name.clone().unwrap_or_default() };
+            let kind = self.call_kind(call_id, c.name.clone().unwrap_or_default());
             self.open_item(Item::new(kind, String::new()), Some(c.index), out);
         }
         let at = self.items.len();
@@ -158,7 +254,12 @@ impl ResponsesFormat {
             return;
         }
         item.text.push_str(&c.arguments);
-        emit(&mut self.seq, out, "response.function_call_arguments.delta", |s| {
+        let name = match item.kind {
+            Kind::McpCall { .. } => "response.mcp_call_arguments.delta",
+            Kind::McpApprovalRequest { .. } => return,
+            _ => "response.function_call_arguments.delta",
+        };
+        emit(&mut self.seq, out, name, |s| {
             push_at(s, item, at, false);
             s.push_str(",\"delta\":");
             push_str(s, &c.arguments);
@@ -174,12 +275,16 @@ impl ResponsesFormat {
             s.push_str(",\"item\":");
             item.push_added(s);
         });
-        if !matches!(item.kind, Kind::FunctionCall { .. }) {
-            emit(&mut self.seq, out, "response.content_part.added", |s| {
+        match item.kind {
+            Kind::Reasoning | Kind::Message => emit(&mut self.seq, out, "response.content_part.added", |s| {
                 push_at(s, &item, at, true);
                 s.push_str(",\"part\":");
                 item.push_part(s, "");
-            });
+            }),
+            Kind::McpCall { .. } => {
+                emit(&mut self.seq, out, "response.mcp_call.in_progress", |s| push_at(s, &item, at, false))
+            }
+            _ => {}
         }
         self.open = Some((item, call_index));
     }
@@ -191,6 +296,18 @@ impl ResponsesFormat {
         let at = self.items.len();
         let seq = &mut self.seq;
         match &item.kind {
+            Kind::McpCall { .. } => {
+                emit(seq, out, "response.mcp_call_arguments.done", |s| {
+                    push_at(s, &item, at, false);
+                    s.push_str(",\"arguments\":");
+                    push_str(s, &item.text);
+                });
+                // Done once it ran (`complete_mcp_call`).
+                item.status = Status::InProgress;
+                self.items.push(item);
+                return;
+            }
+            Kind::McpListTools { .. } | Kind::McpApprovalRequest { .. } => {}
             Kind::FunctionCall { name, .. } => emit(seq, out, "response.function_call_arguments.done", |s| {
                 push_at(s, &item, at, false);
                 s.push_str(",\"name\":");
@@ -227,6 +344,41 @@ impl ResponsesFormat {
         self.items.push(item);
     }
 
+    fn spend(&mut self, u: &Usage) {
+        self.spent.prompt_tokens += u.prompt_tokens;
+        self.spent.completion_tokens += u.completion_tokens;
+        self.spent.cached_tokens += u.cached_tokens;
+    }
+
+    /// One generation's one-shot output, after what came before it (MCP calls stay pending).
+    pub fn add_collected(&mut self, choices: &[Collected], usage: &Usage) {
+        let empty = Collected::default();
+        let c = choices.first().unwrap_or(&empty);
+        let first = self.items.len();
+        self.items.extend(self.collected_items(c));
+        self.status = status_of(c.finish.as_ref());
+        for item in &mut self.items[first..] {
+            if !matches!(item.kind, Kind::McpCall { .. }) {
+                item.status = Status::Completed;
+            }
+        }
+        if let (Status::Incomplete, Some(last)) = (self.status, self.items.last_mut()) {
+            last.status = Status::Incomplete;
+        }
+        self.spend(usage);
+    }
+
+    /// The whole response, as `refresh` last rendered it.
+    pub fn whole(&self) -> &str {
+        self.done.as_deref().unwrap_or_default()
+    }
+
+    /// The whole response as it stands: what is saved, and what a stream ends with.
+    pub fn refresh(&mut self) {
+        let usage = self.usage(&self.spent);
+        self.done = Some(self.render(self.status, Some(&usage), None));
+    }
+
     /// The one-shot items: reasoning, the message, the calls.
     fn collected_items(&self, c: &Collected) -> Vec<Item> {
         let mut items = Vec::with_capacity(2 + c.calls.len());
@@ -238,7 +390,7 @@ impl ResponsesFormat {
         }
         let calls = if self.parallel_tool_calls { c.calls.len() } else { c.calls.len().min(1) };
         for call in &c.calls[..calls] {
-            let kind = Kind::FunctionCall { call_id: call.id.clone(), name: call.name.clone() };
+            let kind = self.call_kind(call.id.clone(), call.name.clone());
             items.push(Item::new(kind, call.arguments.clone()));
         }
         items
@@ -298,8 +450,8 @@ impl Format for ResponsesFormat {
                 self.close(self.status, out);
             }
             Event::Usage(u) => {
-                let usage = self.usage(u);
-                self.done = Some(self.render(self.status, Some(&usage), None));
+                self.spend(u);
+                self.refresh();
             }
         }
     }
@@ -317,22 +469,9 @@ impl Format for ResponsesFormat {
     }
 
     fn body(&mut self, choices: &[Collected], usage: &Usage) -> String {
-        let empty = Collected::default();
-        let c = choices.first().unwrap_or(&empty);
-        self.items = self.collected_items(c);
-        self.status = status_of(c.finish.as_ref());
-        for item in &mut self.items {
-            item.status = Status::Completed;
-        }
-        if let (Status::Incomplete, Some(last)) = (self.status, self.items.last_mut()) {
-            last.status = Status::Incomplete;
-        }
-        let usage = self.usage(usage);
-        let body = self.render(self.status, Some(&usage), None);
-        if self.save.is_some() {
-            self.done = Some(body.clone());
-        }
-        body
+        self.add_collected(choices, usage);
+        self.refresh();
+        self.done.clone().unwrap_or_default()
     }
 
     fn client_error(&self, e: &ApiError) -> ApiError {

@@ -140,11 +140,14 @@ impl Items {
             "function_call" => self.function_call(obj, at),
             "function_call_output" => self.function_call_output(obj, at),
             "reasoning" => self.reasoning(obj, at),
+            "mcp_call" => self.mcp_call(obj, at),
+            // What a server listed and what waited for approval are not the conversation.
+            "mcp_list_tools" | "mcp_approval_request" => Ok(()),
             other => Err(bad(
                 &format!("{at}.type"),
                 format!(
                     "input items of type '{other}' are not supported; use 'message', 'function_call', \
-                     'function_call_output' or 'reasoning'"
+                     'function_call_output', 'reasoning', 'mcp_call' or 'mcp_list_tools'"
                 ),
             )),
         }
@@ -199,6 +202,29 @@ impl Items {
         m.insert("tool_calls".into(), Value::Array(vec![call]));
         self.messages.push(m);
         Ok(())
+    }
+
+    /// An MCP call the gateway ran (a stored response's, continued): the model's call under the
+    /// tool's name, and its output (or its error) as the call's output.
+    fn mcp_call(&mut self, obj: &Map<String, Value>, at: &str) -> Result<(), ApiError> {
+        let id = required_str(obj, "id", at)?;
+        let output = match (obj.get("output").and_then(Value::as_str), obj.get("error").filter(|e| !e.is_null())) {
+            (Some(output), _) => output.to_string(),
+            (None, Some(e)) => {
+                let message = e.get("message").and_then(Value::as_str).map_or_else(|| e.to_string(), str::to_string);
+                format!("error: {message}")
+            }
+            (None, None) => String::new(),
+        };
+        let mut call = Map::new();
+        call.insert("call_id".into(), Value::from(id));
+        call.insert("name".into(), Value::from(required_str(obj, "name", at)?));
+        call.insert("arguments".into(), Value::from(required_str(obj, "arguments", at)?));
+        self.function_call(&call, at)?;
+        let mut result = Map::new();
+        result.insert("call_id".into(), Value::from(id));
+        result.insert("output".into(), Value::from(output));
+        self.function_call_output(&result, at)
     }
 
     fn function_call_output(&mut self, obj: &Map<String, Value>, at: &str) -> Result<(), ApiError> {

@@ -83,6 +83,28 @@ fn items_become_the_conversation_vllm_builds() {
                 {"role": "assistant", "content": "", "reasoning": "r2", "reasoning_content": "r2"}
             ]),
         ),
+        // MCP items of an earlier response: a call and its output (or error), lists dropped.
+        (
+            None,
+            json!([]),
+            json!([
+                {"role": "user", "content": "weather?"},
+                {"type": "mcp_list_tools", "id": "mcpl_1", "server_label": "py", "tools": []},
+                {"type": "mcp_call", "id": "mcp_1", "server_label": "py", "name": "weather",
+                 "arguments": "{\"city\": \"Paris\"}", "output": "sunny", "error": null, "status": "completed"},
+                {"type": "mcp_call", "id": "mcp_2", "server_label": "py", "name": "crash", "arguments": "{}",
+                 "output": null, "error": {"type": "mcp_protocol_error", "code": -32000, "message": "gone"}, "status": "failed"},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Sunny."}]}
+            ]),
+            json!([
+                {"role": "user", "content": "weather?"},
+                {"role": "assistant", "content": "", "tool_calls": [tool_call("mcp_1", "weather", json!({"city": "Paris"}))]},
+                {"role": "tool", "content": "sunny", "tool_call_id": "mcp_1"},
+                {"role": "assistant", "content": "", "tool_calls": [tool_call("mcp_2", "crash", json!({}))]},
+                {"role": "tool", "content": "error: gone", "tool_call_id": "mcp_2"},
+                {"role": "assistant", "content": "Sunny."}
+            ]),
+        ),
         // History first (its items as input items); instructions only this request's.
         (
             Some("new"),

@@ -35,7 +35,29 @@ impl Status {
 pub enum Kind {
     Reasoning,
     Message,
-    FunctionCall { call_id: String, name: String },
+    FunctionCall {
+        call_id: String,
+        name: String,
+    },
+    /// A call the gateway runs on an MCP server (the item's text is its arguments); `call_id`
+    /// is the id the model's next prompt sees it under.
+    McpCall {
+        call_id: String,
+        server_label: String,
+        name: String,
+        output: Option<String>,
+        error: Option<Value>,
+    },
+    /// A server's tools, as listed (JSON).
+    McpListTools {
+        server_label: String,
+        tools: Value,
+    },
+    /// A call held for the client's approval (`require_approval`).
+    McpApprovalRequest {
+        server_label: String,
+        name: String,
+    },
 }
 
 /// One output item: a reasoning item's text, a message's text, or a call's arguments.
@@ -54,6 +76,9 @@ impl Item {
             Kind::Reasoning => "rs",
             Kind::Message => "msg",
             Kind::FunctionCall { .. } => "fc",
+            Kind::McpCall { .. } => "mcp",
+            Kind::McpListTools { .. } => "mcpl",
+            Kind::McpApprovalRequest { .. } => "mcpr",
         };
         Item { kind, id: item_id(prefix), text, status: Status::InProgress }
     }
@@ -115,6 +140,46 @@ impl Item {
                 out.push_str(",\"arguments\":");
                 push_str(out, text);
                 out.push_str(",\"status\":\"");
+            }
+            Kind::McpCall { server_label, name, output, error, .. } => {
+                out.push_str("{\"type\":\"mcp_call\",\"id\":");
+                push_str(out, &self.id);
+                out.push_str(",\"server_label\":");
+                push_str(out, server_label);
+                out.push_str(",\"name\":");
+                push_str(out, name);
+                out.push_str(",\"arguments\":");
+                push_str(out, text);
+                out.push_str(",\"output\":");
+                match output {
+                    Some(o) => push_str(out, o),
+                    None => out.push_str("null"),
+                }
+                out.push_str(",\"error\":");
+                out.push_str(&error.as_ref().map_or("null".into(), Value::to_string));
+                out.push_str(",\"approval_request_id\":null,\"status\":\"");
+            }
+            Kind::McpListTools { server_label, tools } => {
+                out.push_str("{\"type\":\"mcp_list_tools\",\"id\":");
+                push_str(out, &self.id);
+                out.push_str(",\"server_label\":");
+                push_str(out, server_label);
+                out.push_str(",\"tools\":");
+                out.push_str(&tools.to_string());
+                out.push_str(",\"error\":null}");
+                return;
+            }
+            Kind::McpApprovalRequest { server_label, name } => {
+                out.push_str("{\"type\":\"mcp_approval_request\",\"id\":");
+                push_str(out, &self.id);
+                out.push_str(",\"server_label\":");
+                push_str(out, server_label);
+                out.push_str(",\"name\":");
+                push_str(out, name);
+                out.push_str(",\"arguments\":");
+                push_str(out, text);
+                out.push('}');
+                return;
             }
         }
         out.push_str(status.as_str());

@@ -2,8 +2,8 @@
 //! "description","parameters","strict"}`) and `tool_choice`. The template sees the tools in
 //! chat's nested shape, as vLLM converts them (`convert_tool_responses_to_completions_format`:
 //! `description` and `parameters` present, null when not given; `strict` only when given), so
-//! the prompt is the one `vllm serve` renders. Hosted tools (`web_search`, `file_search`,
-//! `mcp`, ...) are refused: nothing here runs them.
+//! the prompt is the one `vllm serve` renders. MCP tools are `mcp_tools`'s; other hosted tools
+//! (`web_search`, `file_search`, ...) are refused: nothing here runs them.
 
 use serde_json::{Map, Value};
 
@@ -35,6 +35,8 @@ pub fn read(f: &Fields<'_>) -> Result<Tools, ApiError> {
         let t = tool.as_object().ok_or_else(|| bad(&at, "each tool must be an object"))?;
         match t.get("type").and_then(Value::as_str) {
             Some("function") => {}
+            // Read by `mcp_tools`.
+            Some("mcp") => continue,
             Some(other) => {
                 return Err(bad(
                     &format!("{at}.type"),
@@ -152,7 +154,6 @@ mod tests {
         let cases = [
             (json!({"tools": "x"}), "tools"),
             (json!({"tools": [weather(), {"type": "web_search"}]}), "tools[1].type"),
-            (json!({"tools": [{"type": "mcp", "server_label": "x"}]}), "tools[0].type"),
             (json!({"tools": [{"name": "f"}]}), "tools[0].type"),
             (json!({"tools": [{"type": "function"}]}), "tools[0].name"),
             (json!({"tools": [{"type": "function", "function": {"name": "f"}}]}), "tools[0].name"),
