@@ -139,6 +139,8 @@ def images():
 
 
 # The model id the item hashes are computed for (any string; vLLM hashes the engine's --model).
+# The manifest's layout; hf_goldens.rs reads this one (bump both together).
+GOLDENS_FORMAT = 2
 HASH_MODEL_ID = "Qwen/Qwen2-VL-2B-Instruct"
 
 
@@ -261,7 +263,9 @@ def main():
     for old in out_dir.iterdir():
         old.unlink()
     procs = list(processors())
-    manifest = {"hash_model_id": HASH_MODEL_ID, "images": [], "cases": [], "resizes": []}
+    # `format` tells crates/media/tests/hf_goldens.rs whether these files are of its layout
+    # (goldens written by an older checkout are stale, not wrong).
+    manifest = {"format": GOLDENS_FORMAT, "hash_model_id": HASH_MODEL_ID, "images": [], "cases": [], "resizes": []}
     rgb_images = {}
     for name, data, lossless in images():
         (out_dir / name).write_bytes(data)

@@ -19,19 +19,29 @@ use shardgate_media::{decode, image_hash, Backend, DecodeLimits, ImageProcessor,
 const LOSSY_DECODE_MAX_ABS: u8 = 8;
 const PROCESSOR_MAX_ABS: f32 = 0.0;
 
+/// The manifest layout this test reads (`GOLDENS_FORMAT` in `tools/goldens/images.py`).
+const GOLDENS_FORMAT: u64 = 2;
+
+/// The goldens' directory, or `None` (the test passes, saying why) when there are none or they
+/// are of another layout (written by an older checkout); with `SHARDGATE_MEDIA_GOLDENS_REQUIRED`
+/// either is a failure.
 fn goldens() -> Option<PathBuf> {
     let dir = std::env::var_os("SHARDGATE_MEDIA_GOLDENS")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/media-goldens"));
-    if dir.join("manifest.json").exists() {
-        return Some(dir);
-    }
+    let why = match std::fs::read(dir.join("manifest.json")) {
+        Err(_) => "no goldens",
+        Ok(bytes) => match serde_json::from_slice::<Value>(&bytes).ok().and_then(|m| m["format"].as_u64()) {
+            Some(GOLDENS_FORMAT) => return Some(dir),
+            _ => "stale goldens (another layout)",
+        },
+    };
     assert!(
         std::env::var_os("SHARDGATE_MEDIA_GOLDENS_REQUIRED").is_none(),
-        "no goldens in {} (run tools/goldens/images.py)",
+        "{why} in {} (run tools/goldens/images.py)",
         dir.display()
     );
-    eprintln!("skipped: no goldens in {} (tools/goldens/images.py writes them)", dir.display());
+    eprintln!("skipped: {why} in {} (tools/goldens/images.py writes them)", dir.display());
     None
 }
 
