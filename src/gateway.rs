@@ -53,7 +53,8 @@ fn run_gateway(config: Config, companion: CompanionSlot) -> Result<(), StartupEr
     tracing::info!("response history: {}", config.history);
     let mcp =
         shardgate_mcp::Mcp::start(config.mcp.servers.clone(), config.mcp.limits.clone()).map_err(StartupError::Mcp)?;
-    tracing::info!("MCP servers: {:?} (started on first use)", mcp.configured());
+    mcp.connect_required().map_err(|(server, e)| StartupError::McpRequired { server, reason: e.to_string() })?;
+    tracing::info!("MCP servers: {:?} (started on first use, those marked required already)", mcp.configured());
     let shared = Shared::new(config, budget.connections_per_shard, store, mcp, tls);
     if let Some(at) = &shared.config.kv_publish {
         crate::kv_publish::publisher::start(&shared.zmq, at).map_err(StartupError::KvPublish)?;

@@ -48,6 +48,11 @@ pub enum StartupError {
     History(shardgate_store::StoreError),
     /// The MCP thread could not be started.
     Mcp(std::io::Error),
+    /// A server `--mcp-config-path` marks `required` did not start or list its tools.
+    McpRequired {
+        server: String,
+        reason: String,
+    },
     /// The host's KV-event stream could not bind (`--kv-events-publish-endpoint`).
     KvPublish(String),
     /// The certificate or key of `--tls-cert-path` / `--tls-key-path`.
@@ -77,6 +82,9 @@ impl fmt::Display for StartupError {
             StartupError::Stdout(e) => write!(f, "cannot write stdout: {e}"),
             StartupError::History(e) => write!(f, "cannot open the response history (--history-backend): {e}"),
             StartupError::Mcp(e) => write!(f, "cannot start the MCP thread: {e}"),
+            StartupError::McpRequired { server, reason } => {
+                write!(f, "Failed to connect to static server '{server}' (required in --mcp-config-path): {reason}")
+            }
             StartupError::KvPublish(e) => write!(f, "cannot publish the host's KV events: {e}"),
             StartupError::Tls(e) => e.fmt(f),
         }

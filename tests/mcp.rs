@@ -33,15 +33,32 @@ fn gateway() -> Gateway {
     let python = home.join("venv/bin/python").display().to_string();
     let pyserver = format!("{}/tools/mcp/pyserver.py", env!("CARGO_MANIFEST_DIR"));
     let everything = home.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let config = json!({"servers": [
-        {"name": "py", "protocol": "stdio", "command": python, "args": [pyserver]},
-        {"name": "empty", "protocol": "stdio", "command": python, "args": [pyserver, "--no-tools"]},
-        {"name": "everything", "protocol": "stdio", "command": "node", "args": [everything.display().to_string(), "stdio"]},
-        {"name": "broken", "protocol": "stdio", "command": "/nonexistent/mcp-server"},
-    ]});
+    // SMG's format (YAML; `envs`, `required`): `py` is connected before the gateway serves.
+    let config = format!(
+        "servers:
+  - name: py
+    protocol: stdio
+    command: {python}
+    args: [{pyserver}]
+    envs: {{PYTHONUNBUFFERED: '1'}}
+    required: true
+  - name: empty
+    protocol: stdio
+    command: {python}
+    args: [{pyserver}, --no-tools]
+  - name: everything
+    protocol: stdio
+    command: node
+    args: [{everything}, stdio]
+  - name: broken
+    protocol: stdio
+    command: /nonexistent/mcp-server
+",
+        everything = everything.display()
+    );
     let dir = common::test_dir();
-    let path = dir.join("mcp.json");
-    std::fs::write(&path, config.to_string()).unwrap();
+    let path = dir.join("mcp.yaml");
+    std::fs::write(&path, config).unwrap();
     // Tool outputs first: the first line whose text is in the prompt answers.
     let script = [
         json!({"prompt_contains": "sunny in Paris", "text": "It is sunny in Paris."}),
@@ -384,4 +401,24 @@ fn children(pid: u32) -> Vec<(char, String)> {
         }
     }
     out
+}
+
+/// A server marked `required` that cannot start stops the gateway at startup, naming it.
+#[test]
+fn a_required_server_that_cannot_start_stops_the_gateway() {
+    let dir = common::test_dir();
+    let path = dir.join("mcp.yaml");
+    let config =
+        "servers:\n  - name: broken\n    protocol: stdio\n    command: /nonexistent/mcp-server\n    required: true\n";
+    std::fs::write(&path, config).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_shardgate"))
+        .args(["launch", "--worker-urls", &format!("ipc://{}/engine", dir.display())])
+        .args(["--model-path", &common::model_dir().display().to_string()])
+        .args(["--port", &common::free_port().to_string(), "--metrics-port", &common::free_port().to_string()])
+        .args(["--history-backend", "none", "--mcp-config-path", &path.display().to_string()])
+        .output()
+        .expect("the gateway runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("Failed to connect to static server 'broken' (required in --mcp-config-path)"), "{stderr}");
 }

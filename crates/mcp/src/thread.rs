@@ -91,6 +91,8 @@ pub struct Mcp {
     /// `None` only while dropping: taking it closes the queue.
     queue: Option<flume::Sender<Job>>,
     configured: Vec<String>,
+    /// The configured servers marked `required`.
+    required: Vec<String>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -103,13 +105,32 @@ impl fmt::Debug for Mcp {
 impl Mcp {
     /// Starts the thread `shardgate-mcp`. Servers are started on first use, not here: a server
     /// that is slow to start or broken costs the requests that use it, not the gateway's
-    /// startup, and one that crashed is started again the same way.
+    /// startup, and one that crashed is started again the same way. Those marked `required`
+    /// are the exception: `connect_required`.
     pub fn start(servers: Vec<ServerConfig>, limits: Limits) -> std::io::Result<Mcp> {
         let (queue, jobs) = flume::bounded::<Job>(limits.queue_capacity.max(1));
         let configured = servers.iter().map(|s| s.name.clone()).collect();
+        let required = servers.iter().filter(|s| s.required).map(|s| s.name.clone()).collect();
         let thread =
             std::thread::Builder::new().name("shardgate-mcp".into()).spawn(move || run(servers, limits, jobs))?;
-        Ok(Mcp { queue: Some(queue), configured, thread: Some(thread) })
+        Ok(Mcp { queue: Some(queue), configured, required, thread: Some(thread) })
+    }
+
+    /// Starts each `required` server and lists its tools, waiting for the answer (the thread
+    /// bounds it by the start limit): for startup, before anything is served. The first that
+    /// fails is the error, with its name.
+    pub fn connect_required(&self) -> Result<(), (String, McpError)> {
+        for name in &self.required {
+            let Some(queue) = &self.queue else { return Err((name.clone(), McpError::Unavailable)) };
+            let (answer, reply) = flume::bounded(1);
+            let job = Job::For { server: ServerRef::Configured(name.clone()), op: Op::Tools(answer) };
+            let listed = match queue.send(job) {
+                Ok(()) => reply.recv().unwrap_or(Err(McpError::Unavailable)),
+                Err(_) => Err(McpError::Unavailable),
+            };
+            listed.map_err(|e| (name.clone(), e))?;
+        }
+        Ok(())
     }
 
     /// The configured servers' names, in the file's order.
