@@ -108,6 +108,7 @@ impl std::error::Error for StartupError {
                 Some(e)
             }
             StartupError::SimulatorMissing(_)
+            | StartupError::McpRequired { .. }
             | StartupError::NoModel
             | StartupError::NoChatTemplate
             | StartupError::KvPublish(_) => None,
