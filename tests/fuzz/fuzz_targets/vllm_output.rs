@@ -138,6 +138,8 @@ struct Output {
     stop_reason: Field<Option<StopSpec>>,
     cached: Field<Option<Option<u32>>>,
     error: Field<Option<(String, String)>>,
+    /// `mm_cache_miss_hashes` (field 14): a non-empty list is a retryable error.
+    mm_miss: Field<Option<Vec<String>>>,
     /// Fields in the array: 2..=19 (0.27.1 wrote 14, 0.33 writes 19), or more.
     fields: Fields,
     other: Vec<Value>,
@@ -577,6 +579,25 @@ impl Output {
                             w.str("num_cached_tokens");
                             w.uint(*n as u64);
                             ev.cached_tokens = Some(*n);
+                        }
+                    });
+                }
+                14 => {
+                    ok &= self.mm_miss.good().is_some();
+                    self.mm_miss.write(w, |m, w| match m {
+                        None => w.nil(),
+                        Some(hashes) => {
+                            w.array(hashes.len());
+                            for h in hashes {
+                                w.str(h);
+                            }
+                            if !hashes.is_empty() {
+                                ev.error = Some(shardgate_wire::RequestError {
+                                    code: "mm_cache_miss".into(),
+                                    message: format!("the engine's multimodal cache misses {}", hashes.join(", ")),
+                                    retryable: true,
+                                });
+                            }
                         }
                     });
                 }

@@ -124,7 +124,13 @@ fn decode_output<'a>(r: &mut Reader<'a>, aux: &[&'a [u8]]) -> DecodeResult<(&'a 
                     ev.error = Some(miss);
                 }
             }
-            18 => ev.error = optional(r, decode_request_error)?,
+            // After `mm_cache_miss_hashes` (14): 0.33 always writes this field, nil when there
+            // is no error, and a nil must not clear a cache miss read before it.
+            18 => {
+                if let Some(e) = optional(r, decode_request_error)? {
+                    ev.error = Some(e);
+                }
+            }
             _ => r.skip()?,
         }
     }
@@ -393,6 +399,16 @@ mod tests {
         assert!(e.retryable);
         assert_eq!(e.code, "mm_cache_miss");
         assert!(e.message.ends_with("ab12"), "{}", e.message);
+        // vLLM 0.33 appends `error` (nil here): the miss must survive it.
+        let bytes_033 = hex(concat!(
+            "990091dc0013a3722d3190c0c0c003c0c0c0c0c0c0c00091a461623132c0c0c0c0c0cb3ff0000000000000c091",
+            "a3722d31c0c0c0"
+        ));
+        let b = decode_batch(&bytes_033, &[]).unwrap();
+        assert_eq!(
+            b.outputs[0].1.error.as_ref().map(|e| (e.code.as_str(), e.retryable)),
+            Some(("mm_cache_miss", true))
+        );
     }
 
     /// 0.33 appends `error` to each output and 0.27.1 lacks the last five; both decode.
