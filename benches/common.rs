@@ -1,5 +1,6 @@
 //! What several benches share (`mod common;` in each): the demo model, and prompt text of
-//! random vocabulary tokens as `shardgate bench` sends it. Not every bench uses every item.
+//! random vocabulary tokens as `shardgate bench` sends it, and the median-of-runs timer. Not
+//! every bench uses every item.
 #![allow(dead_code)]
 
 use shardgate_text::model::{ModelAssets, ModelSource};
@@ -20,7 +21,6 @@ pub fn demo_model() -> ModelAssets {
 
 /// `tokenizers` itself on the demo model's `tokenizer.json`: the side-by-side reference (the
 /// gateway drops its own copy after load).
-#[allow(dead_code)] // not every bench compares against it
 pub fn demo_reference_tokenizer() -> tokenizers::Tokenizer {
     let dir = shardgate_text::demo_model::ensure().expect("demo model");
     tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).expect("tokenizers loads it")
@@ -53,4 +53,17 @@ impl RandomIds {
     pub fn text(&mut self, tok: &Tokenizer, count: usize) -> String {
         tok.decode(&self.ids(count), true).expect("decode")
     }
+}
+
+/// The median wall time of `f` over `iterations` runs.
+pub fn median_time(iterations: usize, f: &mut dyn FnMut()) -> std::time::Duration {
+    let mut runs: Vec<std::time::Duration> = (0..iterations)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    runs.sort();
+    runs[runs.len() / 2]
 }

@@ -14,7 +14,7 @@ mod common;
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use shardgate_media::{decode, image_hash, DecodeLimits, ImageProcessor};
 use shardgate_wire::mm::{Feature, Field, Layout, Modality, Tensor};
@@ -24,21 +24,8 @@ const ITERATIONS: usize = 15;
 const QWEN2_VL: &str = include_str!("../crates/media/tests/configs/qwen2-vl.json");
 const QWEN2_VL_CAPPED: &str = include_str!("../crates/media/tests/configs/qwen2-vl-capped.json");
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
 fn time(f: &mut dyn FnMut()) -> Duration {
-    median(
-        (0..ITERATIONS)
-            .map(|_| {
-                let t = Instant::now();
-                f();
-                t.elapsed()
-            })
-            .collect(),
-    )
+    common::median_time(ITERATIONS, f)
 }
 
 /// An RGB PNG of `w`×`h`: a gradient with noise, so the deflate stream is photo-sized.

@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use shardgate_text::model::ModelAssets;
@@ -16,11 +16,6 @@ use shardgate_text::template::{ChatTemplate, RenderInput};
 use shardgate_text::tokenizer::cache::{CacheConfig, TokenizerCache};
 
 const ITERATIONS: usize = 60;
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 fn render(model: &ModelAssets, template: &ChatTemplate, messages: &[Value]) -> String {
     let extra: Vec<(String, Value)> =
@@ -58,17 +53,7 @@ fn main() {
     let n_prompt = tok.encode(&prompt, false).unwrap().len();
     let n_next = tok.encode(&next_prompt, false).unwrap().len();
 
-    let time = |f: &mut dyn FnMut()| -> Duration {
-        median(
-            (0..ITERATIONS)
-                .map(|_| {
-                    let t = Instant::now();
-                    f();
-                    t.elapsed()
-                })
-                .collect(),
-        )
-    };
+    let time = |f: &mut dyn FnMut()| -> Duration { common::median_time(ITERATIONS, f) };
     let miss = time(&mut || {
         std::hint::black_box(tok.encode(std::hint::black_box(&next_prompt), false).unwrap());
     });

@@ -17,14 +17,20 @@ import torch
 from transformers import GenerationConfig
 
 
-def qwen3(out, tokenizer_dir):
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
+def copy_tokenizer(out, tokenizer_dir):
+    """Copies the tokenizer files into `out`; the embedding size for them (every id, rounded up to
+    a multiple of 128 as the Qwen checkpoints pad it)."""
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(tokenizer_dir, name), os.path.join(out, name))
     spec = json.load(open(os.path.join(tokenizer_dir, "tokenizer.json")))
     ids = list(spec["model"]["vocab"].values()) + [t["id"] for t in spec.get("added_tokens", [])]
-    vocab = (max(ids) + 1 + 127) // 128 * 128
+    return (max(ids) + 1 + 127) // 128 * 128
+
+
+def qwen3(out, tokenizer_dir):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    vocab = copy_tokenizer(out, tokenizer_dir)
     im_end, end_of_text = 151645, 151643
     config = Qwen3Config(
         vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,

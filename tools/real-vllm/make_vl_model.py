@@ -10,11 +10,12 @@ so that an image costs at most 64 placeholder tokens on two cores.
 Seeded, so the weights (and greedy outputs) are the same for a given torch version."""
 import json
 import os
-import shutil
 import sys
 
 import torch
 from transformers import GenerationConfig, Qwen2VLConfig, Qwen2VLForConditionalGeneration
+
+from make_model import copy_tokenizer  # the script's own directory is on sys.path
 
 PREPROCESSOR = {
     "min_pixels": 3136,
@@ -34,11 +35,7 @@ def main():
     out, tokenizer_dir = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(os.path.join(tokenizer_dir, name), os.path.join(out, name))
-    spec = json.load(open(os.path.join(tokenizer_dir, "tokenizer.json")))
-    ids = list(spec["model"]["vocab"].values()) + [t["id"] for t in spec.get("added_tokens", [])]
-    vocab = (max(ids) + 1 + 127) // 128 * 128
+    vocab = copy_tokenizer(out, tokenizer_dir)
     im_end, end_of_text = 151645, 151643
     config = Qwen2VLConfig(
         text_config={
