@@ -475,6 +475,8 @@ pub struct Config {
     pub history: shardgate_store::Backend,
     /// `--mcp-config-path`'s servers and the MCP flags.
     pub mcp: Mcp,
+    /// What fetching a request's media URLs may do.
+    pub media_fetch: shardgate_fetch::FetchPolicy,
 }
 
 /// The MCP servers and bounds (`--mcp-*`).
@@ -752,6 +754,7 @@ impl Config {
             kv_publish,
             history: g.history_backend.in_directory(&g.data_dir.clone().unwrap_or_else(default_data_dir)),
             mcp,
+            media_fetch: shardgate_fetch::FetchPolicy::default(),
         })
     }
 }

@@ -129,5 +129,6 @@ fn demo_config(args: &DemoArgs, ports: &DemoPorts, model_dir: std::path::PathBuf
         // The demo keeps stored responses for its own lifetime only.
         history: shardgate_store::Backend::Memory,
         mcp: Default::default(),
+        media_fetch: Default::default(),
     }
 }
