@@ -28,9 +28,12 @@ pub fn decode(url: &str, max_bytes: usize) -> Result<Fetched, FetchError> {
 mod tests {
     use super::*;
 
+    /// A URL, the byte limit, and the bytes and media type wanted.
+    type Case = (&'static str, usize, Result<(&'static [u8], Option<&'static str>), FetchError>);
+
     #[test]
     fn data_urls() {
-        let cases: [(&str, usize, Result<(&[u8], Option<&str>), FetchError>); 6] = [
+        let cases: [Case; 6] = [
             ("data:image/png;base64,aGk=", 10, Ok((b"hi", Some("image/png")))),
             ("DATA:;base64,aGk=", 10, Ok((b"hi", None))),
             ("data:image/png,hi", 10, Err(FetchError::DataUrl("only base64 data URLs are accepted (';base64,')"))),

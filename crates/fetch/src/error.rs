@@ -1,11 +1,15 @@
-//! Why a URL gave no bytes; each says what the client can change.
+//! Why a URL gave no bytes; each says what the client can change. Where vLLM's media loader
+//! has a text for the same refusal, this is it.
 
 use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FetchError {
     NotAUrl,
-    /// A scheme this gateway does not fetch (or `file` without a directory allowed).
+    /// A scheme this gateway does not fetch (or not from where it was met: a redirect only
+    /// leads to `http(s)`).
     Scheme(String),
     /// A `data:` URL that is not `data:[<media type>];base64,<data>`.
     DataUrl(&'static str),
@@ -13,6 +17,46 @@ pub enum FetchError {
     TooLarge {
         max_bytes: usize,
     },
+    /// An `http(s)` URL this client will not send (what is wrong with it).
+    Url(&'static str),
+    /// The host is not in `--allowed-media-domains`.
+    Domain {
+        host: String,
+        allowed: Vec<String>,
+    },
+    /// A redirect beyond `max_redirects`.
+    Redirects {
+        max: u32,
+    },
+    /// A redirect from `https` to `http`.
+    Downgrade,
+    /// The server answered with a status outside 2xx (and not a redirect followed).
+    Status(u16),
+    /// The whole fetch, connection to last byte, took longer than the policy's timeout.
+    Timeout(Duration),
+    /// No connection (name resolution or TCP): the host and port, and why.
+    Connect {
+        host: String,
+        error: String,
+    },
+    /// The TLS handshake failed, an unverifiable certificate included.
+    Tls {
+        host: String,
+        error: String,
+    },
+    /// The answer is not HTTP/1.1 this client can read.
+    Protocol(&'static str),
+    /// The connection broke or closed before the body's end.
+    Truncated,
+    /// A `file:` URL without `--allowed-local-media-path`.
+    NoLocalRoot,
+    /// A `file:` URL that is not an existing file inside `--allowed-local-media-path` (one
+    /// answer for both, so that the answers tell nothing about files outside it).
+    LocalPath(PathBuf),
+    /// Inside the directory, but not a regular file.
+    NotAFile(PathBuf),
+    /// Reading a local file failed.
+    Io(String),
 }
 
 impl fmt::Display for FetchError {
@@ -24,6 +68,33 @@ impl fmt::Display for FetchError {
             }
             FetchError::DataUrl(why) => write!(f, "invalid data URL: {why}"),
             FetchError::TooLarge { max_bytes } => write!(f, "the media is larger than {max_bytes} bytes"),
+            FetchError::Url(why) => write!(f, "invalid URL: {why}"),
+            FetchError::Domain { host, allowed } => {
+                let allowed: Vec<String> = allowed.iter().map(|d| format!("'{d}'")).collect();
+                write!(
+                    f,
+                    "The URL must be from one of the allowed domains: [{}]. Input URL domain: {host}",
+                    allowed.join(", ")
+                )
+            }
+            FetchError::Redirects { max } => write!(f, "the media URL redirected more than {max} times"),
+            FetchError::Downgrade => f.write_str("the media URL redirected from https to http"),
+            FetchError::Status(status) => write!(f, "Failed to fetch media from URL: HTTP {status} error"),
+            FetchError::Timeout(limit) => {
+                write!(f, "the media URL did not answer in full within {} s", limit.as_secs_f64())
+            }
+            FetchError::Connect { host, error } => write!(f, "cannot connect to {host}: {error}"),
+            FetchError::Tls { host, error } => write!(f, "TLS to {host} failed: {error}"),
+            FetchError::Protocol(why) => write!(f, "the media server's answer is not valid HTTP/1.1: {why}"),
+            FetchError::Truncated => f.write_str("the media server closed the connection before the body's end"),
+            FetchError::NoLocalRoot => f.write_str("Cannot load local files without `--allowed-local-media-path`."),
+            FetchError::LocalPath(path) => write!(
+                f,
+                "The file path {} must be an existing file under `--allowed-local-media-path`.",
+                path.display()
+            ),
+            FetchError::NotAFile(path) => write!(f, "The file path {} is not a regular file.", path.display()),
+            FetchError::Io(e) => write!(f, "reading the media failed: {e}"),
         }
     }
 }

@@ -3,10 +3,16 @@
 //! media side pool, never from a shard thread. Nothing here knows of requests or APIs; the
 //! gateway maps each `FetchError` to a 400 naming the request part.
 
+mod conn;
 pub mod data_url;
 pub mod error;
+mod file;
+mod http;
 pub mod limits;
 pub mod policy;
+mod response;
+mod tls;
+pub mod url;
 
 pub use error::FetchError;
 pub use policy::FetchPolicy;
@@ -20,9 +26,11 @@ pub struct Fetched {
 
 /// The bytes behind `url`, within `policy`.
 pub fn fetch(url: &str, policy: &FetchPolicy) -> Result<Fetched, FetchError> {
-    let scheme = url.split_once(':').map(|(s, _)| s.to_ascii_lowercase()).ok_or(FetchError::NotAUrl)?;
+    let scheme = url::scheme(url).ok_or(FetchError::NotAUrl)?;
     match scheme.as_str() {
         "data" => data_url::decode(url, policy.max_bytes),
+        "http" | "https" => http::fetch(url, policy),
+        "file" => file::read(url, policy.local_root.as_deref(), policy.max_bytes),
         _ => Err(FetchError::Scheme(scheme)),
     }
 }

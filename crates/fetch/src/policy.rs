@@ -3,18 +3,26 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use rustls::pki_types::CertificateDer;
+
 use crate::limits;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchPolicy {
     /// Bytes of one item, encoded (a `data:` URL's after base64 decoding).
     pub max_bytes: usize,
+    /// The whole fetch: connecting (name resolution included), every redirect hop, the last
+    /// byte of the body.
     pub timeout: Duration,
     pub max_redirects: u32,
     /// The directory `file:` URLs may read from (canonical); `None` refuses the scheme.
     pub local_root: Option<PathBuf>,
-    /// Hosts `http(s)` URLs may name; `None` allows any.
+    /// Hosts `http(s)` URLs may name, every redirect hop included (exact, case aside); `None`
+    /// allows any, `Some` of none allows none.
     pub allowed_domains: Option<Vec<String>>,
+    /// CA certificates trusted for `https` besides the system's store (a private media host's
+    /// CA, the tests' own).
+    pub extra_roots: Vec<CertificateDer<'static>>,
 }
 
 impl Default for FetchPolicy {
@@ -25,6 +33,7 @@ impl Default for FetchPolicy {
             max_redirects: limits::media_redirects_max,
             local_root: None,
             allowed_domains: None,
+            extra_roots: Vec::new(),
         }
     }
 }
