@@ -262,6 +262,20 @@ pub struct GatewayArgs {
     /// How long one MCP tool call may take, in seconds.
     #[arg(long = "mcp-call-timeout-secs", default_value_t = shardgate_mcp::limits::call_timeout_ms_default / 1000)]
     pub mcp_call_timeout_secs: u64,
+    /// Let `file:` media URLs read files inside this directory (symlinks and `..` resolved; it
+    /// must exist). Unset: `file:` URLs are refused. Only for trusted clients.
+    #[arg(long = "allowed-local-media-path", value_name = "DIR")]
+    pub allowed_local_media_path: Option<PathBuf>,
+    /// Only fetch `http(s)` media URLs, every redirect hop included, from these hosts (exact
+    /// match). Unset: any host the URL names, internal addresses included.
+    #[arg(long = "allowed-media-domains", value_name = "HOST", num_args = 1..)]
+    pub allowed_media_domains: Vec<String>,
+    /// The longest one media fetch may take, all redirects and the whole body included.
+    #[arg(long = "media-fetch-timeout-secs", default_value_t = shardgate_fetch::limits::media_fetch_timeout_s)]
+    pub media_fetch_timeout_secs: u64,
+    /// The most bytes of one media item (an image's file, a data URL's decoded bytes).
+    #[arg(long = "max-media-bytes", default_value_t = shardgate_fetch::limits::media_bytes_max)]
+    pub max_media_bytes: usize,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -326,6 +340,13 @@ pub enum ConfigError {
     KvPublish(PublishRefusal),
     /// `--mcp-config-path` cannot be read or is not a valid configuration.
     Mcp(String),
+    /// `--allowed-local-media-path` does not exist or is not a directory (vLLM's texts).
+    LocalMediaPath {
+        path: PathBuf,
+        missing: bool,
+    },
+    /// A media fetch flag set to zero (which flag).
+    MediaZero(&'static str),
 }
 
 impl fmt::Display for ConfigError {
@@ -360,6 +381,13 @@ impl fmt::Display for ConfigError {
             ConfigError::WorkerTls(e) => write!(f, "TLS to workers: {e}"),
             ConfigError::KvPublish(e) => e.fmt(f),
             ConfigError::Mcp(e) => write!(f, "--mcp-config-path: {e}"),
+            ConfigError::LocalMediaPath { path, missing: true } => {
+                write!(f, "Invalid `--allowed-local-media-path`: The path {} does not exist.", path.display())
+            }
+            ConfigError::LocalMediaPath { path, missing: false } => {
+                write!(f, "Invalid `--allowed-local-media-path`: The path {} must be a directory.", path.display())
+            }
+            ConfigError::MediaZero(flag) => write!(f, "{flag} must be at least 1"),
         }
     }
 }
@@ -754,9 +782,39 @@ impl Config {
             kv_publish,
             history: g.history_backend.in_directory(&g.data_dir.clone().unwrap_or_else(default_data_dir)),
             mcp,
-            media_fetch: shardgate_fetch::FetchPolicy::default(),
+            media_fetch: media_fetch(g)?,
         })
     }
+}
+
+/// The media fetch flags as the fetcher's policy; the local directory canonical, so that
+/// every `file:` URL is compared with where it really is.
+fn media_fetch(g: &GatewayArgs) -> Result<shardgate_fetch::FetchPolicy, ConfigError> {
+    if g.media_fetch_timeout_secs == 0 {
+        return Err(ConfigError::MediaZero("--media-fetch-timeout-secs"));
+    }
+    if g.max_media_bytes == 0 {
+        return Err(ConfigError::MediaZero("--max-media-bytes"));
+    }
+    let local_root = match &g.allowed_local_media_path {
+        Some(dir) => {
+            let real =
+                dir.canonicalize().map_err(|_| ConfigError::LocalMediaPath { path: dir.clone(), missing: true })?;
+            if !real.is_dir() {
+                return Err(ConfigError::LocalMediaPath { path: real, missing: false });
+            }
+            tracing::info!("file: media URLs may read files under {}", real.display());
+            Some(real)
+        }
+        None => None,
+    };
+    Ok(shardgate_fetch::FetchPolicy {
+        max_bytes: g.max_media_bytes,
+        timeout: std::time::Duration::from_secs(g.media_fetch_timeout_secs),
+        local_root,
+        allowed_domains: (!g.allowed_media_domains.is_empty()).then(|| g.allowed_media_domains.clone()),
+        ..shardgate_fetch::FetchPolicy::default()
+    })
 }
 
 /// `$XDG_DATA_HOME/shardgate`, else `~/.local/share/shardgate` (the XDG base directory
@@ -1051,6 +1109,53 @@ mod tests {
             format!("tcp://127.0.0.1:{}", sockdir::derived_handshake_port("/tmp/sg/e0"))
         );
         assert_eq!(c.worker_socket_root.as_deref(), Some(std::path::Path::new("/tmp")));
+    }
+
+    /// The media fetch flags, each alone, as the fetcher's policy or the startup error.
+    #[test]
+    fn media_fetch_flags() {
+        use shardgate_fetch::FetchPolicy;
+        use std::path::Path;
+        let dir = std::env::temp_dir().join(format!("shardgate-config-media-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        let real = dir.canonicalize().unwrap();
+        let file = real.join("file.png");
+        std::fs::write(&file, b"x").unwrap();
+        let via_dots = format!("{}/sub/..", dir.display());
+        let policy = |change: fn(&mut FetchPolicy, &Path)| {
+            let mut p = FetchPolicy::default();
+            change(&mut p, &real);
+            Ok(p)
+        };
+        let file_arg = file.display().to_string();
+        let cases: Vec<(Vec<&str>, Result<FetchPolicy, String>)> = vec![
+            (vec![], Ok(FetchPolicy::default())),
+            (vec!["--allowed-local-media-path", &via_dots], policy(|p, real| p.local_root = Some(real.into()))),
+            (
+                vec!["--allowed-local-media-path", "/nonexistent/media"],
+                Err("Invalid `--allowed-local-media-path`: The path /nonexistent/media does not exist.".into()),
+            ),
+            (
+                vec!["--allowed-local-media-path", &file_arg],
+                Err(format!("Invalid `--allowed-local-media-path`: The path {file_arg} must be a directory.")),
+            ),
+            (
+                vec!["--allowed-media-domains", "img.example", "cdn.example"],
+                policy(|p, _| p.allowed_domains = Some(vec!["img.example".into(), "cdn.example".into()])),
+            ),
+            (vec!["--media-fetch-timeout-secs", "30"], policy(|p, _| p.timeout = std::time::Duration::from_secs(30))),
+            (vec!["--media-fetch-timeout-secs", "0"], Err("--media-fetch-timeout-secs must be at least 1".into())),
+            (vec!["--max-media-bytes", "1048576"], policy(|p, _| p.max_bytes = 1 << 20)),
+            (vec!["--max-media-bytes", "0"], Err("--max-media-bytes must be at least 1".into())),
+        ];
+        for (extra, want) in cases {
+            let args: Vec<&str> = ["--worker-urls", "ipc:///tmp/sg/e0", "--model-path", "/tmp"]
+                .into_iter()
+                .chain(extra.clone())
+                .collect();
+            assert_eq!(launch(&args).map(|c| c.media_fetch), want, "{extra:?}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
