@@ -35,9 +35,8 @@ fn left(deadline: Instant, limit: Duration) -> Result<Duration, FetchError> {
 /// A connection to `url`'s host, TLS established for `https`.
 pub fn open(url: &HttpUrl, deadline: Instant, policy: &FetchPolicy) -> Result<Conn, FetchError> {
     let limit = policy.timeout;
-    let where_ = || format!("{}:{}", url.host, url.port);
-    let addrs = resolve(url.bare_host(), url.port, left(deadline, limit)?)
-        .map_err(|e| e.unwrap_or(FetchError::Timeout(limit)))?;
+    let host_port = || format!("{}:{}", url.host, url.port);
+    let addrs = resolve(url.bare_host(), url.port, deadline, limit)?;
     let mut last = io::Error::new(io::ErrorKind::NotFound, "the name has no addresses");
     let mut tcp = None;
     for addr in addrs {
@@ -50,10 +49,10 @@ pub fn open(url: &HttpUrl, deadline: Instant, policy: &FetchPolicy) -> Result<Co
             Err(e) => last = e,
         }
     }
-    let tcp = tcp.ok_or_else(|| FetchError::Connect { host: where_(), error: last.to_string() })?;
+    let tcp = tcp.ok_or_else(|| FetchError::Connect { host: host_port(), error: last.to_string() })?;
     let _ = tcp.set_nodelay(true);
     let stream = if url.https {
-        let tls_error = |error: String| FetchError::Tls { host: where_(), error };
+        let tls_error = |error: String| FetchError::Tls { host: host_port(), error };
         let config = tls::client_config(&policy.extra_roots).map_err(tls_error)?;
         let name = ServerName::try_from(url.bare_host().to_string()).map_err(|e| tls_error(e.to_string()))?;
         let client = ClientConnection::new(config, name).map_err(|e| tls_error(e.to_string()))?;
@@ -64,18 +63,18 @@ pub fn open(url: &HttpUrl, deadline: Instant, policy: &FetchPolicy) -> Result<Co
     let mut conn = Conn { stream, deadline };
     conn.handshake().map_err(|e| match e.kind() {
         io::ErrorKind::TimedOut => FetchError::Timeout(limit),
-        _ => FetchError::Tls { host: where_(), error: e.to_string() },
+        _ => FetchError::Tls { host: host_port(), error: e.to_string() },
     })?;
     Ok(conn)
 }
 
 /// The host's addresses. A name is resolved on a helper thread so that a slow resolver cannot
-/// hold the fetch past its deadline (the thread finishes on its own); `Err(None)` is the
-/// deadline passing.
-fn resolve(host: &str, port: u16, within: Duration) -> Result<Vec<SocketAddr>, Option<FetchError>> {
+/// hold the fetch past its deadline (the thread finishes on its own).
+fn resolve(host: &str, port: u16, deadline: Instant, limit: Duration) -> Result<Vec<SocketAddr>, FetchError> {
     if let Ok(ip) = host.parse::<IpAddr>() {
         return Ok(vec![SocketAddr::new(ip, port)]);
     }
+    let within = left(deadline, limit)?;
     let (tx, rx) = mpsc::channel();
     let name = host.to_string();
     std::thread::spawn(move || {
@@ -83,8 +82,8 @@ fn resolve(host: &str, port: u16, within: Duration) -> Result<Vec<SocketAddr>, O
     });
     match rx.recv_timeout(within) {
         Ok(Ok(addrs)) => Ok(addrs),
-        Ok(Err(e)) => Err(Some(FetchError::Connect { host: format!("{host}:{port}"), error: e.to_string() })),
-        Err(_) => Err(None),
+        Ok(Err(e)) => Err(FetchError::Connect { host: format!("{host}:{port}"), error: e.to_string() }),
+        Err(_) => Err(FetchError::Timeout(limit)),
     }
 }
 
