@@ -100,3 +100,41 @@ impl fmt::Display for FetchError {
 }
 
 impl std::error::Error for FetchError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts clients read (docs/multimodal.md lists them).
+    #[test]
+    fn texts() {
+        let cases = [
+            (FetchError::Scheme("ftp".into()), "URLs with the scheme 'ftp' are not fetched (use data: or http(s) URLs)"),
+            (FetchError::TooLarge { max_bytes: 9 }, "the media is larger than 9 bytes"),
+            (FetchError::Url("control characters in the URL"), "invalid URL: control characters in the URL"),
+            (
+                FetchError::Domain { host: "10.0.0.5".into(), allowed: vec!["a.example".into(), "b.example".into()] },
+                "The URL must be from one of the allowed domains: ['a.example', 'b.example']. Input URL domain: 10.0.0.5",
+            ),
+            (FetchError::Redirects { max: 5 }, "the media URL redirected more than 5 times"),
+            (FetchError::Downgrade, "the media URL redirected from https to http"),
+            (FetchError::Status(404), "Failed to fetch media from URL: HTTP 404 error"),
+            (FetchError::Timeout(Duration::from_secs(5)), "the media URL did not answer in full within 5 s"),
+            (FetchError::Timeout(Duration::from_millis(1500)), "the media URL did not answer in full within 1.5 s"),
+            (
+                FetchError::Connect { host: "h:80".into(), error: "refused".into() },
+                "cannot connect to h:80: refused",
+            ),
+            (FetchError::Tls { host: "h:443".into(), error: "bad".into() }, "TLS to h:443 failed: bad"),
+            (FetchError::NoLocalRoot, "Cannot load local files without `--allowed-local-media-path`."),
+            (
+                FetchError::LocalPath("/m/../x".into()),
+                "The file path /m/../x must be an existing file under `--allowed-local-media-path`.",
+            ),
+            (FetchError::NotAFile("/m/d".into()), "The file path /m/d is not a regular file."),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), text, "{error:?}");
+        }
+    }
+}

@@ -259,3 +259,44 @@ fn connection_failures() {
         other => panic!("an unresolvable name: {other:?}"),
     }
 }
+
+/// Python's `http.server`, a server this crate's authors did not write: a file, a directory
+/// whose slash-less URL redirects (301) to its listing, and a missing file.
+#[test]
+fn pythons_http_server() {
+    let dir = std::env::temp_dir().join(format!("shardgate-fetch-py-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("pics")).unwrap();
+    let image: Vec<u8> = (0..=255u8).cycle().take(40_000).collect();
+    std::fs::write(dir.join("pics/cat.png"), &image).unwrap();
+    // A port of this suite's range that is free now.
+    let port = (21500..21600).find(|p| TcpListener::bind(("127.0.0.1", *p)).is_ok()).expect("a free port");
+    let mut server = std::process::Command::new("python3")
+        .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string(), "--directory"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 -m http.server");
+    let ready = (0..200).any(|_| {
+        sleep(Duration::from_millis(50));
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    let results = ready.then(|| {
+        (
+            fetch(&url("/pics/cat.png"), &policy()).map(|f| (f.bytes == image, f.media_type)),
+            fetch(&url("/pics"), &policy())
+                .map(|f| (f.media_type, String::from_utf8_lossy(&f.bytes).contains("cat.png"))),
+            fetch(&url("/pics/dog.png"), &policy()),
+            fetch(&url("/pics/cat.png"), &FetchPolicy { max_bytes: 39_999, ..policy() }),
+        )
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    let (file, listing, missing, too_large) = results.expect("http.server did not start");
+    assert_eq!(file, Ok((true, Some("image/png".into()))));
+    assert_eq!(listing, Ok((Some("text/html".into()), true)));
+    assert_eq!(missing, Err(FetchError::Status(404)));
+    assert_eq!(too_large, Err(FetchError::TooLarge { max_bytes: 39_999 }));
+}
