@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -338,4 +340,60 @@ fn requests_relayed_to_an_http_worker_are_answered_over_http2() {
         }
     }
     assert_eq!((g.adds().len(), upstream.adds().len()), (2, 2), "two answered here, two relayed");
+}
+
+/// Whether the gateway's end of `client`'s connection writes without Nagle: its socket, found
+/// by the two ports in the gateway's /proc, is copied into this process (pidfd_getfd) and asked.
+fn gateway_side_nodelay(gw: &Gateway, client: &TcpStream) -> bool {
+    let client_port = client.local_addr().unwrap().port();
+    let table = std::fs::read_to_string(format!("/proc/{}/net/tcp", gw.pid())).unwrap();
+    let port_of = |address: &str| address.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
+    let inode = table
+        .lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 9 && port_of(f[1]) == Some(gw.port) && port_of(f[2]) == Some(client_port))
+        .map(|f| f[9].to_string())
+        .expect("the gateway's end of the connection in its /proc/PID/net/tcp");
+    let target = format!("socket:[{inode}]");
+    let fd: i32 = std::fs::read_dir(format!("/proc/{}/fd", gw.pid()))
+        .unwrap()
+        .flatten()
+        .find(|e| std::fs::read_link(e.path()).is_ok_and(|link| link.to_string_lossy() == target))
+        .and_then(|e| e.file_name().to_str()?.parse().ok())
+        .expect("the gateway's descriptor of the connection");
+    // SAFETY: plain system calls on descriptors this function opens and closes itself.
+    unsafe {
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, gw.pid() as libc::pid_t, 0) as i32;
+        assert!(pidfd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+        let copy = libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) as i32;
+        assert!(copy >= 0, "pidfd_getfd: {}", std::io::Error::last_os_error());
+        let mut on: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        let rc = libc::getsockopt(copy, libc::IPPROTO_TCP, libc::TCP_NODELAY, (&raw mut on).cast(), &mut len);
+        libc::close(copy);
+        libc::close(pidfd);
+        assert_eq!(rc, 0, "getsockopt(TCP_NODELAY): {}", std::io::Error::last_os_error());
+        on != 0
+    }
+}
+
+#[test]
+fn every_api_connection_writes_without_nagle() {
+    // With Nagle on, a stream's first DATA frame waited behind its HEADERS for the client's
+    // delayed ACK (~40 ms), and so did a step's write behind the step before it.
+    let gw = Gateway::start();
+    let cases: &[(&str, &[u8])] = &[
+        ("HTTP/1.1", b"GET /v1/models HTTP/1.1\r\nHost: t\r\n\r\n"),
+        ("HTTP/2 with prior knowledge", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0"),
+    ];
+    for (protocol, hello) in cases {
+        let mut client = TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+        client.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        client.write_all(hello).unwrap();
+        // An answer (a response head, or the server's SETTINGS): the gateway serves the connection.
+        let mut answer = [0u8; 9];
+        client.read_exact(&mut answer).unwrap();
+        assert!(gateway_side_nodelay(&gw, &client), "{protocol}: the gateway's socket has Nagle on");
+    }
 }

@@ -62,6 +62,10 @@ def main():
             if args.expand and args.expand in fn:
                 expand[vaddr(int(sym, 16))] += pct
             crate = re.sub(r"^<", "", fn).split("::")[0]
+        elif dso == name:
+            # a perf that reads the binary's symbols names them itself: group them by crate too
+            fn = sym
+            crate = re.sub(r"^<", "", sym).split("::")[0]
         else:
             fn = f"[{dso}] {sym}"
             crate = "[kernel]" if kind == "k" else f"[{dso}]"

@@ -3,7 +3,9 @@
 # print self time by function with perf_top.py (this perf cannot resolve the release binary's
 # symbols itself). Same pinning as run.py: gateway on CPU 1, sim + bench on CPU 0.
 #
-# Usage: perf/harness/profile.sh [b|c8|c64|d|t|a]      (env: PORT, BIN_DIR, EXPAND)
+# Usage: perf/harness/profile.sh [b|c8|c64|d|t|a][h2]  (env: PORT, BIN_DIR, EXPAND, H2_CONNECTIONS,
+# PERF_FLAGS: more `perf record` flags, e.g. -g for the kernel's call chains).
+# A workload name ending in h2 runs it over HTTP/2 (h2c), its streams over H2_CONNECTIONS (8).
 # Uses the binaries run.py copied to /tmp/perf-bin (run run.py once, or copy them there).
 # Needs `perf` (Debian: apt-get install linux-perf).
 set -euo pipefail
@@ -12,6 +14,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN_DIR:-/tmp/perf-bin}
 PORT=${PORT:-32100}
 EXPAND=${EXPAND:-PollFn}
+H2F=""
+if [[ $WL == *h2 ]]; then WL=${WL%h2}; H2F="--http2 --connections ${H2_CONNECTIONS:-8}"; fi
 case $WL in
   a)   SIMF="--ttft-ms 0 --itl-ms 0";  BF="--backend openai-chat --random-input-len 1000 --random-output-len 16 --max-concurrency 8 --num-prompts 3000" ;;
   b)   SIMF="--ttft-ms 0 --itl-ms 0";  BF="--random-input-len 128 --random-output-len 512 --max-concurrency 64 --num-prompts 3000" ;;
@@ -37,12 +41,13 @@ common=(--base-url "http://127.0.0.1:$PORT" --tokenizer "$M" --ignore-eos --no-p
 taskset -c 0 "$BIN/shardgate" bench "${common[@]}" --random-input-len 128 --random-output-len 16 --max-concurrency 8 \
   --num-prompts 64 --seed 1 --no-save > "$D/warmup.out" 2>&1
 # shellcheck disable=SC2086
-taskset -c 0 "$BIN/shardgate" bench "${common[@]}" $BF --result-dir "$D" --result-filename bench.json > "$D/bench.out" 2>&1 &
+taskset -c 0 "$BIN/shardgate" bench "${common[@]}" $BF $H2F --result-dir "$D" --result-filename bench.json > "$D/bench.out" 2>&1 &
 B=$!
 # Record for the whole bench, not a fixed window: how long it spends building prompts before
 # the load starts, and how long the load lasts, both change with the gateway's speed. The
 # gateway is idle (no samples) while the bench builds its prompts.
-perf record -F 2000 -o "$D/perf.data" -p "$G" > "$D/perf.out" 2>&1 &
+# shellcheck disable=SC2086
+perf record -F 2000 ${PERF_FLAGS:-} -o "$D/perf.data" -p "$G" > "$D/perf.out" 2>&1 &
 P=$!
 wait $B
 kill -INT "$P"

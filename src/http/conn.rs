@@ -59,7 +59,6 @@ impl Router {
 
 /// Serves HTTP/1.x on `stream` until the connection ends.
 pub async fn serve_http1(ctx: &Rc<ShardCtx>, stream: TcpStream, router: Router) {
-    let _ = stream.set_nodelay(true);
     let (mut reader, mut writer) = stream.into_split();
     let mut input: Vec<u8> = Vec::with_capacity(limits::http_read_buffer_bytes);
     let mut output: Vec<u8> = Vec::with_capacity(limits::http_read_buffer_bytes);

@@ -96,7 +96,6 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
 
 /// Serves one connection on the TLS port: the handshake, then HTTP/2 or HTTP/1.1 by ALPN.
 pub async fn serve(ctx: &Rc<ShardCtx>, config: Arc<ServerConfig>, stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
     let io = match stream.try_into_poll_io() {
         Ok(io) => io,
         Err((e, _)) => {
@@ -140,7 +139,7 @@ where
     };
     // SAFETY: the descriptor is a connected stream socket owned by nothing else; the HTTP/1.1
     // server only reads, writes, peeks and polls it, which a Unix stream socket does exactly as
-    // TCP does (its one TCP-only call, TCP_NODELAY, fails harmlessly and is ignored).
+    // TCP does.
     let inner = unsafe { std::net::TcpStream::from_raw_fd(inner.into_raw_fd()) };
     let streams = TcpStream::from_std(inner).and_then(|inner| {
         let outer = monoio::net::UnixStream::from_std(outer)?;
