@@ -9,8 +9,9 @@
 //!
 //! A server without `server_url` is one of `--mcp-config-path`'s, named by its label. One with
 //! `server_url` is the request's own (streamable HTTP); its `headers` reach that server only
-//! and are never logged. `require_approval` defaults to `never`: unlike OpenAI's hosted
-//! servers, these are servers the operator configured or the client named itself.
+//! and are never logged. `require_approval` defaults to `never`, as in SMG (which asks only
+//! when a request says `always`): unlike OpenAI's hosted servers, these are servers the
+//! operator configured or the client named itself.
 
 use std::rc::Rc;
 
@@ -150,14 +151,17 @@ pub struct Listed {
     pub template: Vec<Value>,
 }
 
-/// Why a tool list could not be had, as the client's error (naming the server).
+/// Why a tool list could not be had, as the client's error (naming the server). A server
+/// that failed is a 424 `connect_mcp_server_failed`, streamed or not, as SMG answers (and
+/// OpenAI, with its 424): no `response.mcp_list_tools.failed` event, since nothing has been
+/// generated and the client learns it before the stream opens. The gateway's own MCP thread
+/// being full or gone is its 503.
 pub fn list_error(e: &McpError) -> ApiError {
     match e {
         McpError::Busy => ApiError::overloaded(e, 1),
         McpError::Unavailable => ApiError::unavailable(e),
         McpError::UnknownServer(_) => ApiError::bad_request(e),
-        McpError::Timeout { .. } => ApiError::gateway_timeout(e),
-        _ => ApiError::bad_gateway(e),
+        _ => ApiError::failed_dependency(e).with_code("connect_mcp_server_failed"),
     }
 }
 
