@@ -1,6 +1,6 @@
 //! The MCP tool loop on `/v1/responses` end to end, against real MCP servers: the npm
 //! package `@modelcontextprotocol/server-everything` (over stdio, and over streamable HTTP as a
-//! request's own `server_url` and as a `--mcp-config-path` server) and `tools/mcp/pyserver.py`
+//! request's own `server_url`, as a `--mcp-config-path` server, and behind TLS) and `tools/mcp/pyserver.py`
 //! (PyPI `mcp`, stdio), installed by `tools/mcp/install.sh`; the simulator is scripted to call
 //! their tools and to answer once their outputs are in its prompt. One-shot and streamed
 //! answers are compared item by item; the faults (a server that will not start, one that
@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use common::{Gateway, Options, Response};
 use serde_json::{json, Value};
+use shardgate_tls::testing::{Pki, ServerSetup, Terminator};
 
 fn call(name: &str, arguments: Value) -> String {
     format!("<tool_call>\n{}\n</tool_call>", json!({"name": name, "arguments": arguments}))
@@ -31,11 +32,11 @@ fn mcp_home() -> PathBuf {
 }
 
 fn gateway() -> Gateway {
-    gateway_with("")
+    gateway_with("", &[])
 }
 
-/// The gateway with `more` servers (YAML list entries) after the usual ones.
-fn gateway_with(more: &str) -> Gateway {
+/// The gateway with `more` servers (YAML list entries) after the usual ones, and `args`.
+fn gateway_with(more: &str, args: &[&str]) -> Gateway {
     let home = mcp_home();
     let python = home.join("venv/bin/python").display().to_string();
     let pyserver = format!("{}/tools/mcp/pyserver.py", env!("CARGO_MANIFEST_DIR"));
@@ -98,6 +99,7 @@ fn gateway_with(more: &str) -> Gateway {
     ]
     .map(String::from)
     .to_vec();
+    let gateway_args = gateway_args.into_iter().chain(args.iter().map(|a| a.to_string())).collect();
     Gateway::start_with(Options { script: Some(script), gateway_args, ..Default::default() })
 }
 
@@ -417,8 +419,8 @@ fn range_port() -> u16 {
         .expect("a free port in 24500-24999")
 }
 
-#[test]
-fn a_requests_own_server_over_streamable_http() {
+/// `server-everything` over streamable HTTP on a port of the range, until dropped.
+fn everything_http() -> (common::ChildGuard, u16) {
     let home = mcp_home();
     let everything = home.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     let port = range_port();
@@ -430,15 +432,21 @@ fn a_requests_own_server_over_streamable_http() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("node runs");
-    let _server = common::ChildGuard(server);
+    let guard = common::ChildGuard(server);
     common::eventually_within(
         Duration::from_secs(20),
         || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
         "server-everything listening",
     );
+    (guard, port)
+}
+
+#[test]
+fn a_requests_own_server_over_streamable_http() {
+    let (_server, port) = everything_http();
     let url = format!("http://127.0.0.1:{port}/mcp");
     // The same server from the config file too (SMG's `streamable` protocol).
-    let g = gateway_with(&format!("  - name: configured_web\n    protocol: streamable\n    url: {url}\n"));
+    let g = gateway_with(&format!("  - name: configured_web\n    protocol: streamable\n    url: {url}\n"), &[]);
     let v = both(&g, &request("ask everything echo", json!([mcp("configured_web")])));
     assert_eq!(kinds(&v), ["mcp_list_tools", "mcp_call", "message"], "{v}");
     assert_eq!(v["output"][1]["output"].as_str(), Some("Echo: hello mcp"), "{v}");
@@ -459,6 +467,30 @@ fn a_requests_own_server_over_streamable_http() {
     let r = g.post_json("/v1/responses", &request("hello", json!([gone])));
     assert_eq!(r.status, 424, "{}", r.text());
     assert!(r.text().contains("MCP server 'nowhere'"), "{}", r.text());
+}
+
+/// An `https://` server behind a TLS terminator whose certificate a throwaway CA signed: trusted
+/// with `--ca-cert-path`, refused (424, naming the server) without it.
+#[test]
+fn an_https_server_is_verified() {
+    let (_server, port) = everything_http();
+    let dir = common::test_dir();
+    let pki = Pki::new(&dir.join("pki"), "mcp");
+    let setup = ServerSetup { leaf: pki.leaf("server", &["127.0.0.1"]), alpn: Vec::new(), client_ca: None };
+    let front = Terminator::start(&setup, format!("127.0.0.1:{port}"));
+    let tool =
+        json!({"type": "mcp", "server_label": "tls", "server_url": format!("https://127.0.0.1:{}/mcp", front.port)});
+    let body = request("ask everything echo", json!([tool]));
+    let ca = pki.ca_path().display().to_string();
+    let g = gateway_with("", &["--ca-cert-path", &ca]);
+    let v = both(&g, &body);
+    assert_eq!(kinds(&v), ["mcp_list_tools", "mcp_call", "message"], "{v}");
+    assert_eq!(v["output"][1]["output"].as_str(), Some("Echo: hello mcp"), "{v}");
+    drop(g);
+    let untrusting = gateway();
+    let r = untrusting.post_json("/v1/responses", &body);
+    assert_eq!(r.status, 424, "{}", r.text());
+    assert!(r.text().contains("MCP server 'tls'"), "{}", r.text());
 }
 
 /// A server's `notifications/tools/list_changed` makes the gateway list its tools again: the

@@ -117,7 +117,7 @@ pub fn read(f: &Fields<'_>, configured: &[String]) -> Result<Vec<McpServerTool>,
                     format!("no MCP server named '{label}' is configured; give its 'server_url'"),
                 ))
             }
-            Some(Value::String(url)) if url.starts_with("http://") => {
+            Some(Value::String(url)) if url.starts_with("http://") || url.starts_with("https://") => {
                 let headers = match t.get("headers").filter(|h| !h.is_null()) {
                     None => Vec::new(),
                     Some(Value::Object(h)) => h
@@ -129,7 +129,7 @@ pub fn read(f: &Fields<'_>, configured: &[String]) -> Result<Vec<McpServerTool>,
                 };
                 ServerRef::Url { label: label.to_string(), url: url.clone(), headers }
             }
-            Some(_) => return Err(bad(&format!("{at}.server_url"), "'server_url' must be an http:// URL")),
+            Some(_) => return Err(bad(&format!("{at}.server_url"), "'server_url' must be an http:// or https:// URL")),
         };
         let allowed = match t.get("allowed_tools").filter(|a| !a.is_null()) {
             None => None,
