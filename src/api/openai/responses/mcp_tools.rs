@@ -230,6 +230,26 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_tool_list_not_had_is_a_424_when_the_server_failed() {
+        let server = || "py".to_string();
+        let cases = [
+            (McpError::Start { server: server(), why: "no such file".into() }, 424),
+            (McpError::List { server: server(), why: "closed".into() }, 424),
+            (McpError::Timeout { server: server(), what: "starting and listing tools", limit_ms: 10 }, 424),
+            (McpError::UnknownServer(server()), 400),
+            (McpError::Unavailable, 503),
+        ];
+        for (e, status) in cases {
+            let api = list_error(&e);
+            assert_eq!(api.status, status, "{e}");
+            if status == 424 {
+                assert_eq!(api.code, Some("connect_mcp_server_failed"), "{e}");
+                assert!(api.message.contains("MCP server 'py'"), "{}", api.message);
+            }
+        }
+    }
+
+    #[test]
     fn entries_are_read_and_bad_ones_refused_naming_the_field() {
         let configured = ["local".to_string()];
         let body = json!({"tools": [
@@ -245,11 +265,15 @@ mod tests {
         );
         assert!(read[0].approval.needed("rm") && !read[0].approval.needed("echo"));
         assert!(matches!(&read[1].server, ServerRef::Url { headers, .. } if headers.len() == 1));
-        assert!(!read[1].approval.needed("anything"), "the default is never");
+        assert!(!read[1].approval.needed("anything"), "the default is never, as in SMG");
+        let https = json!({"tools": [{"type": "mcp", "server_label": "s", "server_url": "https://h/mcp"}]});
+        let got = super::read(&Fields::new(&https), &configured).unwrap();
+        assert!(matches!(&got[0].server, ServerRef::Url { url, .. } if url == "https://h/mcp"));
         let cases = [
             (json!({"tools": [{"type": "mcp"}]}), "tools[0].server_label"),
             (json!({"tools": [{"type": "mcp", "server_label": "nope"}]}), "tools[0].server_url"),
             (json!({"tools": [{"type": "mcp", "server_label": "x", "server_url": "ftp://h"}]}), "tools[0].server_url"),
+            (json!({"tools": [{"type": "mcp", "server_label": "x", "server_url": 5}]}), "tools[0].server_url"),
             (
                 json!({"tools": [{"type": "mcp", "server_label": "x", "server_url": "http://h", "headers": {"a": 1}}]}),
                 "tools[0].headers",
