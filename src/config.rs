@@ -213,8 +213,8 @@ pub struct GatewayArgs {
     /// has no authentication: anyone who reaches those ports can act as an engine.
     #[arg(long = "allow-public-engine-bind")]
     pub allow_public_engine_bind: bool,
-    /// `https://` and `grpcs://` workers: a CA certificate (PEM) trusted besides the system's
-    /// store; repeat the flag for more.
+    /// `https://` and `grpcs://` workers and `https://` MCP servers: a CA certificate (PEM)
+    /// trusted besides the system's store; repeat the flag for more.
     #[arg(long = "ca-cert-path", value_name = "PEM")]
     pub ca_cert_path: Vec<PathBuf>,
     /// The gateway's certificate chain (PEM), for workers that require mutual TLS; needs
@@ -513,6 +513,8 @@ pub struct Mcp {
     pub servers: Vec<shardgate_mcp::ServerConfig>,
     pub limits: shardgate_mcp::Limits,
     pub max_tool_calls: usize,
+    /// `https://` servers trust the system's roots and `--ca-cert-path`'s CAs.
+    pub tls: shardgate_tls::ClientTlsSettings,
 }
 
 impl Default for Mcp {
@@ -521,6 +523,7 @@ impl Default for Mcp {
             servers: Vec::new(),
             limits: shardgate_mcp::Limits::default(),
             max_tool_calls: shardgate_mcp::limits::tool_calls_max_default,
+            tls: shardgate_tls::ClientTlsSettings::default(),
         }
     }
 }
@@ -735,6 +738,7 @@ impl Config {
                 ..shardgate_mcp::Limits::default()
             },
             max_tool_calls: g.mcp_max_tool_calls,
+            tls: shardgate_tls::ClientTlsSettings { ca_cert_paths: g.ca_cert_path.clone(), ..Default::default() },
         };
         Ok(Config {
             workers,

@@ -117,6 +117,12 @@ impl ApiError {
         Self::new(502, ErrorKind::ServerError, message).with_code("upstream_error")
     }
 
+    /// 424: a service the request itself named (an MCP server) failed it, so the request
+    /// cannot go on; OpenAI and SMG answer a tool list that could not be had so.
+    pub fn failed_dependency(message: impl fmt::Display) -> Self {
+        Self::new(424, ErrorKind::InvalidRequest, message)
+    }
+
     /// 504: an upstream (an HTTP worker) did not answer in time.
     pub fn gateway_timeout(message: impl fmt::Display) -> Self {
         Self::new(504, ErrorKind::ServerError, message).with_code("upstream_timeout")

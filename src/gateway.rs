@@ -51,8 +51,8 @@ fn run_gateway(config: Config, companion: CompanionSlot) -> Result<(), StartupEr
     let store = shardgate_store::Store::open(config.history.clone(), &shardgate_store::Limits::default())
         .map_err(StartupError::History)?;
     tracing::info!("response history: {}", config.history);
-    let mcp =
-        shardgate_mcp::Mcp::start(config.mcp.servers.clone(), config.mcp.limits.clone()).map_err(StartupError::Mcp)?;
+    let mcp = shardgate_mcp::Mcp::start(config.mcp.servers.clone(), config.mcp.limits.clone(), config.mcp.tls.clone())
+        .map_err(StartupError::Mcp)?;
     mcp.connect_required().map_err(|(server, e)| StartupError::McpRequired { server, reason: e.to_string() })?;
     tracing::info!("MCP servers: {:?} (started on first use, those marked required already)", mcp.configured());
     let shared = Shared::new(config, budget.connections_per_shard, store, mcp, tls);

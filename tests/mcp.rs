@@ -1,11 +1,13 @@
 //! The MCP tool loop on `/v1/responses` end to end, against real MCP servers: the npm
 //! package `@modelcontextprotocol/server-everything` (over stdio, and over streamable HTTP as a
-//! request's own `server_url`) and `tools/mcp/pyserver.py` (PyPI `mcp`, stdio), installed by
-//! `tools/mcp/install.sh`; the simulator is scripted to call
+//! request's own `server_url`, as a `--mcp-config-path` server, and behind TLS) and `tools/mcp/pyserver.py`
+//! (PyPI `mcp`, stdio), installed by `tools/mcp/install.sh`; the simulator is scripted to call
 //! their tools and to answer once their outputs are in its prompt. One-shot and streamed
 //! answers are compared item by item; the faults (a server that will not start, one that
 //! crashes mid-call, hangs, fails, answers too much, lists nothing) each end the request with
-//! a failed `mcp_call` item or an error naming the server, and leave no child behind.
+//! a failed `mcp_call` item or an error naming the server, and leave no child behind. A call
+//! held for approval is continued with the client's answer; a tool list the server says
+//! changed is fetched again.
 
 mod common;
 
@@ -15,6 +17,7 @@ use std::time::Duration;
 
 use common::{Gateway, Options, Response};
 use serde_json::{json, Value};
+use shardgate_tls::testing::{Pki, ServerSetup, Terminator};
 
 fn call(name: &str, arguments: Value) -> String {
     format!("<tool_call>\n{}\n</tool_call>", json!({"name": name, "arguments": arguments}))
@@ -29,6 +32,11 @@ fn mcp_home() -> PathBuf {
 }
 
 fn gateway() -> Gateway {
+    gateway_with("", &[])
+}
+
+/// The gateway with `more` servers (YAML list entries) after the usual ones, and `args`.
+fn gateway_with(more: &str, args: &[&str]) -> Gateway {
     let home = mcp_home();
     let python = home.join("venv/bin/python").display().to_string();
     let pyserver = format!("{}/tools/mcp/pyserver.py", env!("CARGO_MANIFEST_DIR"));
@@ -53,7 +61,7 @@ fn gateway() -> Gateway {
   - name: broken
     protocol: stdio
     command: /nonexistent/mcp-server
-",
+{more}",
         everything = everything.display()
     );
     let dir = common::test_dir();
@@ -63,6 +71,7 @@ fn gateway() -> Gateway {
     let script = [
         json!({"prompt_contains": "sunny in Paris", "text": "It is sunny in Paris."}),
         json!({"prompt_contains": "Echo: hello mcp", "text": "The server echoed."}),
+        json!({"prompt_contains": "The user denied this call", "text": "I did not look it up."}),
         json!({"prompt_contains": "error: ", "text": "The tool failed."}),
         json!({"prompt_contains": "ask py weather", "text": format!("<think>look it up</think>{}", call("weather", json!({"city": "Paris"})))}),
         json!({"prompt_contains": "ask collide", "text": call("py__weather", json!({"city": "Paris"}))}),
@@ -70,6 +79,7 @@ fn gateway() -> Gateway {
         json!({"prompt_contains": "ask py fail", "text": call("fail", json!({"reason": "testing"}))}),
         json!({"prompt_contains": "ask py crash", "text": call("crash", json!({}))}),
         json!({"prompt_contains": "ask py hang", "text": call("hang", json!({}))}),
+        json!({"prompt_contains": "ask py grow", "text": call("grow", json!({}))}),
         json!({"prompt_contains": "ask py huge", "text": call("huge", json!({"size": 2_000_000}))}),
         json!({"prompt_contains": "ask both", "text": format!("{}{}", call("weather", json!({"city": "Paris"})), call("get_time", json!({})))}),
         json!({"text": "Nothing to call."}),
@@ -89,6 +99,7 @@ fn gateway() -> Gateway {
     ]
     .map(String::from)
     .to_vec();
+    let gateway_args = gateway_args.into_iter().chain(args.iter().map(|a| a.to_string())).collect();
     Gateway::start_with(Options { script: Some(script), gateway_args, ..Default::default() })
 }
 
@@ -232,19 +243,101 @@ fn colliding_names_are_prefixed_and_function_tools_end_the_turn() {
     assert_eq!(v["output"][1]["status"], "completed");
 }
 
+fn answer(id: &Value, approve: bool) -> Value {
+    json!({"type": "mcp_approval_response", "approval_request_id": id, "approve": approve})
+}
+
+/// Streamed and one-shot, the same body gives the same items; the one-shot response.
+fn both(g: &Gateway, body: &Value) -> Value {
+    let r = g.post_json("/v1/responses", body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let (_, done) = streamed(g, body);
+    assert_eq!(items(&done), items(&v), "streamed and one-shot answers agree");
+    v
+}
+
 #[test]
-fn approval_holds_the_call_for_the_client() {
+fn approval_holds_the_call_until_the_client_answers() {
     let g = gateway();
+    // As in SMG, only a request that asks for approval gets it: without `require_approval`
+    // the call runs (OpenAI's hosted default is to ask).
+    for approval in [None, Some("never")] {
+        let mut tool = mcp("py");
+        if let Some(a) = approval {
+            tool["require_approval"] = json!(a);
+        }
+        let v = g.post_json("/v1/responses", &request("ask py weather", json!([tool]))).json();
+        assert_eq!(kinds(&v), ["mcp_list_tools", "reasoning", "mcp_call", "message"], "{approval:?}: {v}");
+    }
     let tool = json!({"type": "mcp", "server_label": "py", "require_approval": "always"});
     let body = request("ask py weather", json!([tool]));
-    let v = g.post_json("/v1/responses", &body).json();
+    let v = both(&g, &body);
     assert_eq!(kinds(&v), ["mcp_list_tools", "reasoning", "mcp_approval_request"], "{v}");
+    let asked = &v["output"][2];
+    assert_eq!((asked["name"].as_str(), asked["server_label"].as_str()), (Some("weather"), Some("py")));
+    let id = &asked["id"];
+    let continued =
+        |input: Value| json!({"model": "test-model", "input": input, "previous_response_id": v["id"], "tools": [tool]});
+
+    // Approved: the gateway runs the call, then the model answers with its output.
+    let approved = both(&g, &continued(json!([answer(id, true)])));
+    assert_eq!(kinds(&approved), ["mcp_list_tools", "mcp_call", "message"], "{approved}");
+    let call = &approved["output"][1];
     assert_eq!(
-        (v["output"][2]["name"].as_str(), v["output"][2]["server_label"].as_str()),
-        (Some("weather"), Some("py"))
+        (&call["approval_request_id"], call["output"].as_str(), call["status"].as_str()),
+        (id, Some("sunny in Paris, 21 C"), Some("completed"))
     );
-    let (_, done) = streamed(&g, &body);
-    assert_eq!(items(&done), items(&v));
+    assert_eq!(call["arguments"], asked["arguments"]);
+    assert_eq!(approved["output"][2]["content"][0]["text"], "It is sunny in Paris.");
+    let (events, _) = streamed(&g, &continued(json!([answer(id, true)])));
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    let at = |n: &str| names.iter().position(|x| *x == n).unwrap_or_else(|| panic!("no {n} in {names:?}"));
+    assert!(at("response.mcp_call.in_progress") < at("response.mcp_call_arguments.delta"));
+    assert!(at("response.mcp_call_arguments.done") < at("response.mcp_call.completed"));
+    assert!(at("response.mcp_call.completed") < at("response.output_text.delta"));
+
+    // Denied: nothing runs; the model reads that the user denied it, with the reason.
+    let mut no = answer(id, false);
+    no["reason"] = json!("not today");
+    let denied = both(&g, &continued(json!([no])));
+    assert_eq!(kinds(&denied), ["mcp_list_tools", "message"], "{denied}");
+    assert_eq!(denied["output"][1]["content"][0]["text"], "I did not look it up.");
+
+    // Passed back by hand, without previous_response_id: the request item is in the input.
+    let by_hand = json!({"model": "test-model", "tools": [tool],
+        "input": [{"role": "user", "content": "ask py weather"}, asked, answer(id, true)]});
+    assert_eq!(items(&both(&g, &by_hand)), items(&approved));
+
+    // Refused, naming the answer: an unknown request, one answered already in the chain, one
+    // without the response that asked, and an answer in a request without MCP tools.
+    let again = json!({"model": "test-model", "input": [answer(id, true)], "previous_response_id": approved["id"], "tools": [tool]});
+    let cases = [
+        (
+            continued(json!([answer(&json!("mcpr_nope"), true)])),
+            "input[0].approval_request_id",
+            "no mcp_approval_request",
+        ),
+        (again, "input[0].approval_request_id", "answered already"),
+        (
+            json!({"model": "test-model", "input": [answer(id, true)], "tools": [tool]}),
+            "input[0].approval_request_id",
+            "no mcp_approval_request",
+        ),
+        (
+            json!({"model": "test-model", "input": [answer(id, true)], "previous_response_id": v["id"]}),
+            "input[0].type",
+            "'tools'",
+        ),
+    ];
+    for (mut body, param, says) in cases {
+        for stream in [false, true] {
+            body["stream"] = json!(stream);
+            let r = g.post_json("/v1/responses", &body);
+            assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some(param)), "{body}: {}", r.text());
+            assert!(r.json()["error"]["message"].as_str().unwrap().contains(says), "{}", r.text());
+        }
+    }
 }
 
 #[test]
@@ -281,13 +374,20 @@ fn faults_end_the_request_with_a_failed_call_or_an_error_naming_the_server() {
     body["max_tool_calls"] = json!(0);
     let v = g.post_json("/v1/responses", &body).json();
     assert!(v["output"][2]["error"]["message"].as_str().unwrap().contains("max_tool_calls (0)"), "{v}");
-    // No list of tools: an error naming the server, before anything is generated.
-    for (label, status, says) in
-        [("broken", 502, "MCP server 'broken' could not be started"), ("nope", 400, "no MCP server named 'nope'")]
-    {
-        let r = g.post_json("/v1/responses", &request("ask py weather", json!([mcp(label)])));
-        assert_eq!(r.status, status, "{}", r.text());
-        assert!(r.json()["error"]["message"].as_str().unwrap().contains(says), "{}", r.text());
+    // No list of tools: an error naming the server, before anything is generated; streamed
+    // too (as SMG, no `response.mcp_list_tools.failed`: the stream has not begun).
+    for (label, status, code, says) in [
+        ("broken", 424, Some("connect_mcp_server_failed"), "MCP server 'broken' could not be started"),
+        ("nope", 400, Some("invalid_value"), "no MCP server named 'nope'"),
+    ] {
+        for stream in [false, true] {
+            let mut body = request("ask py weather", json!([mcp(label)]));
+            body["stream"] = json!(stream);
+            let r = g.post_json("/v1/responses", &body);
+            let e = &r.json()["error"];
+            assert_eq!((r.status, e["code"].as_str()), (status, code), "{}", r.text());
+            assert!(e["message"].as_str().unwrap().contains(says), "{}", r.text());
+        }
     }
     // The type spelled with escapes misses the route's byte search: refused, not served without it.
     let r = g.post(
@@ -319,8 +419,8 @@ fn range_port() -> u16 {
         .expect("a free port in 24500-24999")
 }
 
-#[test]
-fn a_requests_own_server_over_streamable_http() {
+/// `server-everything` over streamable HTTP on a port of the range, until dropped.
+fn everything_http() -> (common::ChildGuard, u16) {
     let home = mcp_home();
     let everything = home.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     let port = range_port();
@@ -332,16 +432,26 @@ fn a_requests_own_server_over_streamable_http() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("node runs");
-    let _server = common::ChildGuard(server);
+    let guard = common::ChildGuard(server);
     common::eventually_within(
         Duration::from_secs(20),
         || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
         "server-everything listening",
     );
-    let g = gateway();
+    (guard, port)
+}
+
+#[test]
+fn a_requests_own_server_over_streamable_http() {
+    let (_server, port) = everything_http();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    // The same server from the config file too (SMG's `streamable` protocol).
+    let g = gateway_with(&format!("  - name: configured_web\n    protocol: streamable\n    url: {url}\n"), &[]);
+    let v = both(&g, &request("ask everything echo", json!([mcp("configured_web")])));
+    assert_eq!(kinds(&v), ["mcp_list_tools", "mcp_call", "message"], "{v}");
+    assert_eq!(v["output"][1]["output"].as_str(), Some("Echo: hello mcp"), "{v}");
     let secret = "Bearer not-for-the-logs-4711";
-    let tool = json!({"type": "mcp", "server_label": "web", "server_url": format!("http://127.0.0.1:{port}/mcp"),
-                      "headers": {"Authorization": secret}});
+    let tool = json!({"type": "mcp", "server_label": "web", "server_url": url, "headers": {"Authorization": secret}});
     let body = request("ask everything echo", json!([tool]));
     let v = g.post_json("/v1/responses", &body).json();
     assert_eq!(kinds(&v), ["mcp_list_tools", "mcp_call", "message"], "{v}");
@@ -355,8 +465,48 @@ fn a_requests_own_server_over_streamable_http() {
     // Nobody listening there: the request fails naming the server.
     let gone = json!({"type": "mcp", "server_label": "nowhere", "server_url": format!("http://127.0.0.1:{}/mcp", range_port())});
     let r = g.post_json("/v1/responses", &request("hello", json!([gone])));
-    assert_eq!(r.status, 502, "{}", r.text());
+    assert_eq!(r.status, 424, "{}", r.text());
     assert!(r.text().contains("MCP server 'nowhere'"), "{}", r.text());
+}
+
+/// An `https://` server behind a TLS terminator whose certificate a throwaway CA signed: trusted
+/// with `--ca-cert-path`, refused (424, naming the server) without it.
+#[test]
+fn an_https_server_is_verified() {
+    let (_server, port) = everything_http();
+    let dir = common::test_dir();
+    let pki = Pki::new(&dir.join("pki"), "mcp");
+    let setup = ServerSetup { leaf: pki.leaf("server", &["127.0.0.1"]), alpn: Vec::new(), client_ca: None };
+    let front = Terminator::start(&setup, format!("127.0.0.1:{port}"));
+    let tool =
+        json!({"type": "mcp", "server_label": "tls", "server_url": format!("https://127.0.0.1:{}/mcp", front.port)});
+    let body = request("ask everything echo", json!([tool]));
+    let ca = pki.ca_path().display().to_string();
+    let g = gateway_with("", &["--ca-cert-path", &ca]);
+    let v = both(&g, &body);
+    assert_eq!(kinds(&v), ["mcp_list_tools", "mcp_call", "message"], "{v}");
+    assert_eq!(v["output"][1]["output"].as_str(), Some("Echo: hello mcp"), "{v}");
+    drop(g);
+    let untrusting = gateway();
+    let r = untrusting.post_json("/v1/responses", &body);
+    assert_eq!(r.status, 424, "{}", r.text());
+    assert!(r.text().contains("MCP server 'tls'"), "{}", r.text());
+}
+
+/// A server's `notifications/tools/list_changed` makes the gateway list its tools again: the
+/// list is cached until then.
+#[test]
+fn a_changed_tool_list_is_fetched_again() {
+    let g = gateway();
+    let listed = |g: &Gateway| -> Vec<String> {
+        let v = g.post_json("/v1/responses", &request("hello", json!([mcp("py")]))).json();
+        let tools = v["output"][0]["tools"].as_array().unwrap_or_else(|| panic!("{v}")).clone();
+        tools.iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
+    };
+    assert!(!listed(&g).contains(&"grown".to_string()));
+    let v = g.post_json("/v1/responses", &request("ask py grow", json!([mcp("py")]))).json();
+    assert_eq!(v["output"][1]["output"], "added grown", "{v}");
+    common::eventually_within(Duration::from_secs(10), || listed(&g).contains(&"grown".to_string()), "grown listed");
 }
 
 #[test]

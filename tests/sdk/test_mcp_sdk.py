@@ -7,7 +7,8 @@ MCP_HOME is what tools/mcp/install.sh prints. The gateway runs tools/mcp/pyserve
 `mcp`) and `@modelcontextprotocol/server-everything` over stdio; the simulator calls their
 tools and answers once the output is in its prompt. Checks `client.responses.create` (typed
 `McpListTools` / `McpCall` items) and `client.responses.stream()` (the typed MCP events, and
-`get_final_response()` equal to the one-shot items)."""
+`get_final_response()` equal to the one-shot items), and a call held for approval continued
+with `previous_response_id` and an `mcp_approval_response` input item."""
 import json, os, sys, tempfile
 
 import openai
@@ -76,6 +77,29 @@ def stream_reads_the_events(client):
     assert items_of(one_shot) == items_of(final), (items_of(one_shot), items_of(final))
 
 
+def approval_is_answered(client):
+    tools = [{"type": "mcp", "server_label": "py", "require_approval": "always"}]
+    asked = client.responses.create(model="sdk-model", input="weather please", tools=tools)
+    request = asked.output[-1]
+    assert isinstance(request, openai.types.responses.response_output_item.McpApprovalRequest), asked.output
+    answer = {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}
+    r = client.responses.create(model="sdk-model", previous_response_id=asked.id, input=[answer], tools=tools)
+    assert [i.type for i in r.output] == ["mcp_list_tools", "mcp_call", "message"], r.output
+    done = r.output[1]
+    assert done.approval_request_id == request.id and done.output == "sunny in Lyon, 21 C", done
+    assert r.output_text == "Sunny in Lyon.", r
+    with client.responses.stream(model="sdk-model", previous_response_id=asked.id, input=[answer], tools=tools) as stream:
+        seen = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert "response.mcp_call.completed" in seen, seen
+    assert items_of(final) == items_of(r), (items_of(final), items_of(r))
+    try:
+        client.responses.create(model="sdk-model", previous_response_id=r.id, input=[answer], tools=tools)
+        raise AssertionError("no exception")
+    except openai.BadRequestError as e:
+        assert e.param == "input[0].approval_request_id" and "answered already" in str(e), e
+
+
 def unknown_server_is_a_bad_request(client):
     try:
         client.responses.create(model="sdk-model", input="hi", tools=[{"type": "mcp", "server_label": "nope"}])
@@ -84,7 +108,7 @@ def unknown_server_is_a_bad_request(client):
         assert e.param == "tools[0].server_url" and "'nope'" in str(e), e
 
 
-TESTS = [create_runs_the_tool, stream_reads_the_events, unknown_server_is_a_bad_request]
+TESTS = [create_runs_the_tool, stream_reads_the_events, approval_is_answered, unknown_server_is_a_bad_request]
 
 
 def main():

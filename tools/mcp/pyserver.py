@@ -1,6 +1,7 @@
 """A small MCP server for the gateway's tests, written with the PyPI `mcp` package (FastMCP),
 over stdio. Its tools cover what the tool loop must handle: a result, a tool error, a crash
-mid-call, a hang past the gateway's limit, a result over the size cap.
+mid-call, a hang past the gateway's limit, a result over the size cap, and a tool list that
+changes while the gateway holds it (`grow` adds `grown` and notifies the client).
 
 `--no-tools` serves no tools at all.
 """
@@ -9,7 +10,7 @@ import os
 import sys
 import time
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 
 server = FastMCP("shardgate-test")
 
@@ -40,6 +41,17 @@ if "--no-tools" not in sys.argv:
     def huge(size: int) -> str:
         """A result of `size` bytes."""
         return "x" * size
+
+    def grown() -> str:
+        """Exists once `grow` ran."""
+        return "grown"
+
+    @server.tool()
+    async def grow(ctx: Context) -> str:
+        """Adds the tool `grown` and sends notifications/tools/list_changed."""
+        server.add_tool(grown)
+        await ctx.session.send_tool_list_changed()
+        return "added grown"
 
 
 if __name__ == "__main__":

@@ -140,8 +140,8 @@ fn server(raw: RawServer, env: &dyn Fn(&str) -> Option<String>) -> Result<Server
             only("command", raw.command.is_some())?;
             only("args", !raw.args.is_empty())?;
             only("envs", !raw.envs.is_empty())?;
-            let url = raw.url.filter(|u| u.starts_with("http://"));
-            let url = url.ok_or_else(|| format!("server '{name}': 'url' must be an http:// URL"))?;
+            let url = raw.url.filter(|u| u.starts_with("http://") || u.starts_with("https://"));
+            let url = url.ok_or_else(|| format!("server '{name}': 'url' must be an http:// or https:// URL"))?;
             let mut headers = raw.headers;
             if let Some(token) = raw.token {
                 let token = expand(&token, env).map_err(|e| format!("server '{name}': 'token': {e}"))?;
@@ -233,7 +233,7 @@ mod tests {
                 r#"{"servers": [{"name": "a", "protocol": "stdio", "command": "x", "url": "http://x"}]}"#,
                 "'url' does not apply",
             ),
-            (r#"{"servers": [{"name": "a", "protocol": "streamable", "url": "ftp://x"}]}"#, "http:// URL"),
+            (r#"{"servers": [{"name": "a", "protocol": "streamable", "url": "ftp://x"}]}"#, "http:// or https:// URL"),
             (
                 r#"{"servers": [{"name": "a", "protocol": "streamable", "url": "http://x", "envs": {"A": "b"}}]}"#,
                 "'envs' does not apply",

@@ -28,6 +28,7 @@
 
 mod config;
 mod error;
+mod http;
 pub mod limits;
 mod session;
 mod thread;

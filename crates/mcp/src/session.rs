@@ -6,6 +6,7 @@
 //! and reopened by the next use: a server that hung on one call would hang the next, and
 //! closing it kills and reaps its child.
 
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::config::Transport;
 use crate::error::McpError;
+use crate::http::HttpClient;
 use crate::limits::Limits;
 
 /// A tool as a server lists it.
@@ -66,6 +68,7 @@ pub(crate) struct Server {
     name: String,
     transport: Transport,
     limits: Limits,
+    http: Rc<HttpClient>,
     live: tokio::sync::Mutex<Option<Live>>,
 }
 
@@ -74,8 +77,8 @@ fn ms(limit_ms: u64) -> Duration {
 }
 
 impl Server {
-    pub(crate) fn new(name: String, transport: Transport, limits: Limits) -> Server {
-        Server { name, transport, limits, live: tokio::sync::Mutex::new(None) }
+    pub(crate) fn new(name: String, transport: Transport, limits: Limits, http: Rc<HttpClient>) -> Server {
+        Server { name, transport, limits, http, live: tokio::sync::Mutex::new(None) }
     }
 
     fn start_error(&self, why: impl ToString) -> McpError {
@@ -106,8 +109,9 @@ impl Server {
                         .map_err(|_| self.start_error(format!("the value of header '{name}' is not valid")))?;
                     config.custom_headers.insert(name, value);
                 }
+                let client = self.http.get().map_err(|e| self.start_error(e))?;
                 watcher
-                    .serve(StreamableHttpClientTransport::from_config(config))
+                    .serve(StreamableHttpClientTransport::with_client(client, config))
                     .await
                     .map_err(|e| self.start_error(e))?
             }

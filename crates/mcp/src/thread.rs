@@ -22,9 +22,11 @@ use std::thread::JoinHandle;
 use flume::r#async::RecvFut;
 use flume::TrySendError;
 use serde_json::{Map, Value};
+use shardgate_tls::ClientTlsSettings;
 
 use crate::config::{ServerConfig, Transport};
 use crate::error::McpError;
+use crate::http::HttpClient;
 use crate::limits::{request_servers_max, Limits};
 use crate::session::{CallOutput, Server, ToolInfo};
 
@@ -107,12 +109,12 @@ impl Mcp {
     /// that is slow to start or broken costs the requests that use it, not the gateway's
     /// startup, and one that crashed is started again the same way. Those marked `required`
     /// are the exception: `connect_required`.
-    pub fn start(servers: Vec<ServerConfig>, limits: Limits) -> std::io::Result<Mcp> {
+    pub fn start(servers: Vec<ServerConfig>, limits: Limits, tls: ClientTlsSettings) -> std::io::Result<Mcp> {
         let (queue, jobs) = flume::bounded::<Job>(limits.queue_capacity.max(1));
         let configured = servers.iter().map(|s| s.name.clone()).collect();
         let required = servers.iter().filter(|s| s.required).map(|s| s.name.clone()).collect();
         let thread =
-            std::thread::Builder::new().name("shardgate-mcp".into()).spawn(move || run(servers, limits, jobs))?;
+            std::thread::Builder::new().name("shardgate-mcp".into()).spawn(move || run(servers, limits, tls, jobs))?;
         Ok(Mcp { queue: Some(queue), configured, required, thread: Some(thread) })
     }
 
@@ -198,6 +200,7 @@ struct Servers {
     configured: HashMap<String, Rc<Server>>,
     by_url: Vec<(ServerRef, Rc<Server>)>,
     limits: Limits,
+    http: Rc<HttpClient>,
 }
 
 impl Servers {
@@ -211,7 +214,7 @@ impl Servers {
                 }
                 let evicted = (self.by_url.len() >= request_servers_max).then(|| self.by_url.remove(0).1);
                 let transport = Transport::Streamable { url: url.clone(), headers: headers.iter().cloned().collect() };
-                let server = Rc::new(Server::new(label.clone(), transport, self.limits.clone()));
+                let server = Rc::new(Server::new(label.clone(), transport, self.limits.clone(), self.http.clone()));
                 self.by_url.push((r.clone(), server.clone()));
                 (Some(server), evicted)
             }
@@ -223,7 +226,7 @@ impl Servers {
     }
 }
 
-fn run(servers: Vec<ServerConfig>, limits: Limits, jobs: flume::Receiver<Job>) {
+fn run(servers: Vec<ServerConfig>, limits: Limits, tls: ClientTlsSettings, jobs: flume::Receiver<Job>) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -232,11 +235,12 @@ fn run(servers: Vec<ServerConfig>, limits: Limits, jobs: flume::Receiver<Job>) {
             return;
         }
     };
+    let http = Rc::new(HttpClient::new(tls));
     let configured = servers
         .into_iter()
-        .map(|s| (s.name.clone(), Rc::new(Server::new(s.name, s.transport, limits.clone()))))
+        .map(|s| (s.name.clone(), Rc::new(Server::new(s.name, s.transport, limits.clone(), http.clone()))))
         .collect();
-    let servers = Rc::new(std::cell::RefCell::new(Servers { configured, by_url: Vec::new(), limits }));
+    let servers = Rc::new(std::cell::RefCell::new(Servers { configured, by_url: Vec::new(), limits, http }));
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async {
         let mut tasks = tokio::task::JoinSet::new();

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
+use super::approval::{self, Answer};
 use super::format::{CountTokens, ResponsesFormat, Save};
 use super::input::{self, item_id};
 use super::mcp_tools::{Listed, McpFunction};
@@ -58,12 +59,18 @@ pub struct Turns {
     sampling: SamplingRequest,
     parallel_tool_calls: bool,
     turn: usize,
+    answers: Vec<Answer>,
 }
 
 impl Turns {
     /// The model's served name.
     pub fn model_name(&self) -> &str {
         &self.model.served_name
+    }
+
+    /// The approval requests the input answers (`approval.rs`), once.
+    pub fn take_answers(&mut self) -> Vec<Answer> {
+        std::mem::take(&mut self.answers)
     }
 
     /// The next generation: the request's input followed by `more` items (calls and their
@@ -207,6 +214,15 @@ pub async fn read(
         {
             return Err(ApiError::invalid_param(&format!("tools[{i}].type"), "write the type 'mcp' without escapes"));
         }
+        // Only the tool loop runs what an answer approves.
+        if let Some(i) = input_value.as_array().and_then(|items| {
+            items.iter().position(|t| t.get("type").and_then(Value::as_str) == Some("mcp_approval_response"))
+        }) {
+            return Err(ApiError::invalid_param(
+                &format!("input[{i}].type"),
+                "an 'mcp_approval_response' needs the MCP server of the call it answers in 'tools'",
+            ));
+        }
     }
     if let (Some(listed), Value::Array(template)) = (mcp, &mut tools.template) {
         tools.specs.extend(listed.specs.iter().cloned());
@@ -217,6 +233,11 @@ pub async fn read(
     let renderer = ctx.renderer(&model).map_err(ApiError::bad_request)?;
     let history = history::load(ctx, options.previous_response_id, options.conversation).await?;
     let history_param = if options.conversation.is_some() { "conversation" } else { "previous_response_id" };
+    // Before the conversation's check: an input of answers alone renders no message.
+    let answers = match mcp {
+        Some(listed) => approval::read(&history, input_value.as_array().map_or(&[], Vec::as_slice), &listed.functions)?,
+        None => Vec::new(),
+    };
     // Checked here, before anything runs; each turn reads it again with its items after it.
     input::conversation(options.instructions, &history, history_param, input, &renderer)?;
     // Passed to the template as chat passes it, and only with tools (as vLLM does).
@@ -272,6 +293,7 @@ pub async fn read(
         sampling,
         parallel_tool_calls,
         turn: 0,
+        answers,
     };
     let format = FormatSeed { echo, count_tokens, parallel_tool_calls, save, mcp: mcp.map(|l| l.functions.clone()) };
     Ok((turns, format))

@@ -117,6 +117,7 @@ impl ResponsesFormat {
                 name: f.tool.clone(),
                 output: None,
                 error: None,
+                approval_request_id: None,
             },
             None => Kind::FunctionCall { call_id, name },
         }
@@ -143,6 +144,37 @@ impl ResponsesFormat {
             item.push_json(s);
         });
         self.items.push(item);
+    }
+
+    /// A call the client approved (an `mcp_approval_response`): an `mcp_call` item announced
+    /// with its whole arguments, to be run like the model's calls; the approval request's id
+    /// is its `approval_request_id` and the id the next prompt sees the call under.
+    pub fn approved_call(
+        &mut self,
+        request_id: &str,
+        server_label: &str,
+        name: &str,
+        arguments: &str,
+        out: &mut SseOut,
+    ) {
+        let kind = Kind::McpCall {
+            call_id: request_id.to_string(),
+            server_label: server_label.to_string(),
+            name: name.to_string(),
+            output: None,
+            error: None,
+            approval_request_id: Some(request_id.to_string()),
+        };
+        self.open_item(Item::new(kind, String::new()), None, out);
+        let at = self.items.len();
+        let Some((item, _)) = &mut self.open else { return };
+        item.text.push_str(arguments);
+        emit(&mut self.seq, out, "response.mcp_call_arguments.delta", |s| {
+            push_at(s, item, at, false);
+            s.push_str(",\"delta\":");
+            push_str(s, arguments);
+        });
+        self.close(Status::Completed, out);
     }
 
     /// The output indexes of the MCP calls not run yet.

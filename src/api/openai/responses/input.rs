@@ -141,13 +141,15 @@ impl Items {
             "function_call_output" => self.function_call_output(obj, at),
             "reasoning" => self.reasoning(obj, at),
             "mcp_call" => self.mcp_call(obj, at),
-            // What a server listed and what waited for approval are not the conversation.
-            "mcp_list_tools" | "mcp_approval_request" => Ok(()),
+            // What a server listed and what waited for approval are not the conversation; an
+            // answer to an approval request is the tool loop's (`approval.rs`).
+            "mcp_list_tools" | "mcp_approval_request" | "mcp_approval_response" => Ok(()),
             other => Err(bad(
                 &format!("{at}.type"),
                 format!(
                     "input items of type '{other}' are not supported; use 'message', 'function_call', \
-                     'function_call_output', 'reasoning', 'mcp_call' or 'mcp_list_tools'"
+                     'function_call_output', 'reasoning', 'mcp_call', 'mcp_list_tools', \
+                     'mcp_approval_request' or 'mcp_approval_response'"
                 ),
             )),
         }

@@ -9,8 +9,9 @@
 //!
 //! A server without `server_url` is one of `--mcp-config-path`'s, named by its label. One with
 //! `server_url` is the request's own (streamable HTTP); its `headers` reach that server only
-//! and are never logged. `require_approval` defaults to `never`: unlike OpenAI's hosted
-//! servers, these are servers the operator configured or the client named itself.
+//! and are never logged. `require_approval` defaults to `never`, as in SMG (which asks only
+//! when a request says `always`): unlike OpenAI's hosted servers, these are servers the
+//! operator configured or the client named itself.
 
 use std::rc::Rc;
 
@@ -116,7 +117,7 @@ pub fn read(f: &Fields<'_>, configured: &[String]) -> Result<Vec<McpServerTool>,
                     format!("no MCP server named '{label}' is configured; give its 'server_url'"),
                 ))
             }
-            Some(Value::String(url)) if url.starts_with("http://") => {
+            Some(Value::String(url)) if url.starts_with("http://") || url.starts_with("https://") => {
                 let headers = match t.get("headers").filter(|h| !h.is_null()) {
                     None => Vec::new(),
                     Some(Value::Object(h)) => h
@@ -128,7 +129,7 @@ pub fn read(f: &Fields<'_>, configured: &[String]) -> Result<Vec<McpServerTool>,
                 };
                 ServerRef::Url { label: label.to_string(), url: url.clone(), headers }
             }
-            Some(_) => return Err(bad(&format!("{at}.server_url"), "'server_url' must be an http:// URL")),
+            Some(_) => return Err(bad(&format!("{at}.server_url"), "'server_url' must be an http:// or https:// URL")),
         };
         let allowed = match t.get("allowed_tools").filter(|a| !a.is_null()) {
             None => None,
@@ -150,14 +151,17 @@ pub struct Listed {
     pub template: Vec<Value>,
 }
 
-/// Why a tool list could not be had, as the client's error (naming the server).
+/// Why a tool list could not be had, as the client's error (naming the server). A server
+/// that failed is a 424 `connect_mcp_server_failed`, streamed or not, as SMG answers (and
+/// OpenAI, with its 424): no `response.mcp_list_tools.failed` event, since nothing has been
+/// generated and the client learns it before the stream opens. The gateway's own MCP thread
+/// being full or gone is its 503.
 pub fn list_error(e: &McpError) -> ApiError {
     match e {
         McpError::Busy => ApiError::overloaded(e, 1),
         McpError::Unavailable => ApiError::unavailable(e),
         McpError::UnknownServer(_) => ApiError::bad_request(e),
-        McpError::Timeout { .. } => ApiError::gateway_timeout(e),
-        _ => ApiError::bad_gateway(e),
+        _ => ApiError::failed_dependency(e).with_code("connect_mcp_server_failed"),
     }
 }
 
@@ -226,6 +230,26 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_tool_list_not_had_is_a_424_when_the_server_failed() {
+        let server = || "py".to_string();
+        let cases = [
+            (McpError::Start { server: server(), why: "no such file".into() }, 424),
+            (McpError::List { server: server(), why: "closed".into() }, 424),
+            (McpError::Timeout { server: server(), what: "starting and listing tools", limit_ms: 10 }, 424),
+            (McpError::UnknownServer(server()), 400),
+            (McpError::Unavailable, 503),
+        ];
+        for (e, status) in cases {
+            let api = list_error(&e);
+            assert_eq!(api.status, status, "{e}");
+            if status == 424 {
+                assert_eq!(api.code, Some("connect_mcp_server_failed"), "{e}");
+                assert!(api.message.contains("MCP server 'py'"), "{}", api.message);
+            }
+        }
+    }
+
+    #[test]
     fn entries_are_read_and_bad_ones_refused_naming_the_field() {
         let configured = ["local".to_string()];
         let body = json!({"tools": [
@@ -241,11 +265,15 @@ mod tests {
         );
         assert!(read[0].approval.needed("rm") && !read[0].approval.needed("echo"));
         assert!(matches!(&read[1].server, ServerRef::Url { headers, .. } if headers.len() == 1));
-        assert!(!read[1].approval.needed("anything"), "the default is never");
+        assert!(!read[1].approval.needed("anything"), "the default is never, as in SMG");
+        let https = json!({"tools": [{"type": "mcp", "server_label": "s", "server_url": "https://h/mcp"}]});
+        let got = super::read(&Fields::new(&https), &configured).unwrap();
+        assert!(matches!(&got[0].server, ServerRef::Url { url, .. } if url == "https://h/mcp"));
         let cases = [
             (json!({"tools": [{"type": "mcp"}]}), "tools[0].server_label"),
             (json!({"tools": [{"type": "mcp", "server_label": "nope"}]}), "tools[0].server_url"),
             (json!({"tools": [{"type": "mcp", "server_label": "x", "server_url": "ftp://h"}]}), "tools[0].server_url"),
+            (json!({"tools": [{"type": "mcp", "server_label": "x", "server_url": 5}]}), "tools[0].server_url"),
             (
                 json!({"tools": [{"type": "mcp", "server_label": "x", "server_url": "http://h", "headers": {"a": 1}}]}),
                 "tools[0].headers",

@@ -4,6 +4,7 @@
 //! `response` object (`object`) and saves a complete response through `history`, which also
 //! gives the items a request continues.
 
+pub mod approval;
 pub mod create;
 pub mod format;
 pub mod history;

@@ -47,6 +47,8 @@ pub enum Kind {
         name: String,
         output: Option<String>,
         error: Option<Value>,
+        /// The `mcp_approval_request` the client approved, when the call waited for it.
+        approval_request_id: Option<String>,
     },
     /// A server's tools, as listed (JSON).
     McpListTools {
@@ -141,7 +143,7 @@ impl Item {
                 push_str(out, text);
                 out.push_str(",\"status\":\"");
             }
-            Kind::McpCall { server_label, name, output, error, .. } => {
+            Kind::McpCall { server_label, name, output, error, approval_request_id, .. } => {
                 out.push_str("{\"type\":\"mcp_call\",\"id\":");
                 push_str(out, &self.id);
                 out.push_str(",\"server_label\":");
@@ -157,7 +159,12 @@ impl Item {
                 }
                 out.push_str(",\"error\":");
                 out.push_str(&error.as_ref().map_or("null".into(), Value::to_string));
-                out.push_str(",\"approval_request_id\":null,\"status\":\"");
+                out.push_str(",\"approval_request_id\":");
+                match approval_request_id {
+                    Some(id) => push_str(out, id),
+                    None => out.push_str("null"),
+                }
+                out.push_str(",\"status\":\"");
             }
             Kind::McpListTools { server_label, tools } => {
                 out.push_str("{\"type\":\"mcp_list_tools\",\"id\":");

@@ -5,7 +5,9 @@
 //! input, and the next generation starts. It ends when a generation calls no MCP tool, calls a
 //! function tool or a tool that needs approval (those are the client's to answer), or the
 //! request's `max_tool_calls` (capped by `--mcp-max-tool-calls`) is spent; a call beyond it
-//! fails as an `mcp_call` item.
+//! fails as an `mcp_call` item. A request that answers an approval request
+//! (`mcp_approval_response`, `approval.rs`) first runs the calls it approved and tells the
+//! model of those it denied, then generates.
 //!
 //! One response spans every turn: streamed, the events of each generation and of each call
 //! go out as they happen under one `response.created` ... `response.completed`; one-shot,
@@ -17,6 +19,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use super::approval::{self, Answer};
 use super::create::{read, Turns};
 use super::format::ResponsesFormat;
 use super::mcp_tools::{self, execution_error, McpFunction};
@@ -84,6 +87,7 @@ async fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(G
     };
     let listed = mcp_tools::list(ctx, &servers, &own).await?;
     let (mut turns, seed) = read(ctx, body, started, Some(&listed)).await?;
+    let answers = turns.take_answers();
     let g = turns.generation(ctx, &[])?;
     let mut format = seed.format(&turns, &g);
     let mut events = SseOut::default();
@@ -101,6 +105,7 @@ async fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(G
         max_calls: asked.min(ctx.shared.config.mcp.max_tool_calls),
         calls: 0,
         more: Vec::new(),
+        answers,
     };
     Ok((g, run))
 }
@@ -120,6 +125,8 @@ struct Loop {
     /// The items after the input that the next turn's prompt adds: each turn's text and calls
     /// with their outputs.
     more: Vec<Value>,
+    /// The approval requests the input answers, not acted on yet.
+    answers: Vec<Answer>,
 }
 
 impl Loop {
@@ -131,6 +138,13 @@ impl Loop {
             self.write(r);
         }
         let mut g = first;
+        if !self.answers.is_empty() {
+            g = match self.answer(r).await {
+                Some(Ok(g)) => g,
+                Some(Err(e)) => return self.fail(r, &e).await,
+                None => return,
+            };
+        }
         loop {
             let seen = self.format.items().len();
             let gone = r.gone();
@@ -161,6 +175,35 @@ impl Loop {
             };
         }
         self.end(r).await;
+    }
+
+    /// Acts on the input's answers: the approved calls run (as `mcp_call` items, counted
+    /// against `max_tool_calls`), and the first generation is planned again with each answer
+    /// after the input: an approved call with its output, a denied one with `denied`'s text.
+    /// None when the client has gone.
+    async fn answer(&mut self, r: &mut Responder<'_>) -> Option<Result<Generation, ApiError>> {
+        let answers = std::mem::take(&mut self.answers);
+        for a in answers.iter().filter(|a| a.approve) {
+            self.format.approved_call(&a.request_id, &a.server_label, &a.name, &a.arguments, &mut self.events);
+        }
+        let pending = self.format.pending_mcp_calls();
+        self.run_calls(&pending).await;
+        self.write(r);
+        if self.stream && r.flush().await.is_err() {
+            return None;
+        }
+        for a in &answers {
+            let ran = |i: &&Item| matches!(&i.kind, Kind::McpCall { approval_request_id: Some(id), .. } if *id == a.request_id);
+            let next = match self.format.items().iter().find(ran) {
+                Some(item) => self.next_items(item),
+                None => vec![
+                    serde_json::json!({"type": "function_call", "call_id": a.request_id, "name": a.function, "arguments": a.arguments}),
+                    serde_json::json!({"type": "function_call_output", "call_id": a.request_id, "output": approval::denied(a.reason.as_deref())}),
+                ],
+            };
+            self.more.extend(next);
+        }
+        Some(self.turns.generation(&self.ctx, &self.more))
     }
 
     /// Runs the pending calls, in order; true when `max_tool_calls` stopped one.
@@ -217,7 +260,7 @@ impl Loop {
     fn next_items(&self, item: &Item) -> Vec<Value> {
         match &item.kind {
             Kind::Message => vec![serde_json::json!({"type": "message", "role": "assistant", "content": item.text})],
-            Kind::McpCall { call_id, server_label, name, output, error } => {
+            Kind::McpCall { call_id, server_label, name, output, error, .. } => {
                 let function = self
                     .functions
                     .iter()
