@@ -202,3 +202,40 @@ fn a_model_without_a_vision_tower_refuses_images_naming_the_model() {
     assert_eq!(e["param"], "messages[0].content[0].image_url");
     assert_eq!(e["message"], "the model 'test-model' does not take images (its config.json has no vision_config)");
 }
+
+#[test]
+fn messages_image_blocks_take_the_same_path() {
+    let g = vision_gateway();
+    let data = base64::engine::general_purpose::STANDARD.encode(png(96, 64));
+    let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}});
+    let messages = json!([{"role": "user", "content": [image, {"type": "text", "text": "Describe."}]}]);
+    let body = json!({"model": "test-model", "max_tokens": 4, "messages": messages});
+    let counted = g.post_json("/v1/messages/count_tokens", &json!({"model": "test-model", "messages": messages}));
+    assert_eq!(counted.status, 200, "{}", counted.text());
+    let r = g.post_json("/v1/messages", &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    // 96×64 → 84×56: 6 placeholder tokens where count_tokens counts the one unexpanded.
+    let input_tokens = r.json()["usage"]["input_tokens"].as_u64().unwrap();
+    assert_eq!(input_tokens, counted.json()["input_tokens"].as_u64().unwrap() + 5);
+    let add = &g.adds()[0];
+    assert_eq!((add["mm"]["items"].as_u64(), add["prompt_len"].as_u64()), (Some(1), Some(input_tokens)));
+    assert_eq!(add["mm"]["ranges"][0][1], 6);
+
+    let refusals = [
+        (json!({"type": "url", "url": "ftp://example.com/a.png"}), "messages.0.content.0.source", "scheme 'ftp'"),
+        (
+            json!({"type": "base64", "media_type": "image/png", "data": "@@"}),
+            "messages.0.content.0.source",
+            "invalid data URL",
+        ),
+        (json!({"type": "file", "file_id": "f"}), "messages.0.content.0.source.type", "'file'"),
+    ];
+    for (source, at, says) in refusals {
+        let messages = json!([{"role": "user", "content": [{"type": "image", "source": source}]}]);
+        let r = g.post_json("/v1/messages", &json!({"model": "test-model", "max_tokens": 4, "messages": messages}));
+        assert_eq!(r.status, 400, "{at}: {}", r.text());
+        let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.starts_with(at) && message.contains(says), "{says}: {message}");
+    }
+    assert_eq!(g.adds().len(), 1, "a refused request reached the engine");
+}
