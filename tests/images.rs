@@ -62,12 +62,15 @@ fn unexpanded_len(g: &Gateway, messages: &Value) -> u64 {
     r.json()["count"].as_u64().unwrap()
 }
 
+/// Image sizes, and the placeholder tokens each costs.
+type ImageCase = (&'static [(u32, u32)], &'static [u64]);
+
 #[test]
 fn images_expand_their_placeholders_and_reach_the_engine() {
     let g = vision_gateway();
     // (sizes, the placeholder tokens each costs: smart_resize to multiples of 28 within
     // 3136..50176 pixels, then (h/14)·(w/14)/4, worked out by hand).
-    let cases: [(&[(u32, u32)], &[u64]); 3] = [
+    let cases: [ImageCase; 3] = [
         (&[(96, 64)], &[6]),                               // 84×56
         (&[(28, 28), (300, 200)], &[4, 54]),               // 56×56 (raised to min_pixels); 252×168 (capped)
         (&[(640, 64), (64, 640), (96, 64)], &[46, 46, 6]), // 644×56, 56×644, 84×56
