@@ -242,3 +242,36 @@ fn messages_image_blocks_take_the_same_path() {
     }
     assert_eq!(g.adds().len(), 1, "a refused request reached the engine");
 }
+
+#[test]
+fn responses_input_images_take_the_same_path_with_their_history() {
+    let g = vision_gateway();
+    let url = data_url("image/png", &png(96, 64));
+    let turn = |text: &str, url: &str| {
+        json!([{"role": "user", "content": [{"type": "input_image", "image_url": url, "detail": "auto"},
+                                            {"type": "input_text", "text": text}]}])
+    };
+    let first = json!({"model": "test-model", "input": turn("Describe.", &url), "max_output_tokens": 4});
+    let r = g.post_json("/v1/responses", &first);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let add = &g.adds()[0];
+    assert_eq!(add["prompt_len"], r.json()["usage"]["input_tokens"]);
+    assert_eq!((add["mm"]["items"].as_u64(), add["mm"]["ranges"][0][1].as_u64()), (Some(1), Some(6)));
+    // A continuation carries the stored image before its own (a 28×28 one: 4 tokens).
+    let next = json!({"model": "test-model", "previous_response_id": id, "max_output_tokens": 4,
+                      "input": turn("And this?", &data_url("image/png", &png(28, 28)))});
+    let r = g.post_json("/v1/responses", &next);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let lengths: Vec<u64> =
+        g.adds()[1]["mm"]["ranges"].as_array().unwrap().iter().map(|r| r[1].as_u64().unwrap()).collect();
+    assert_eq!(lengths, [6, 4]);
+
+    let by_file = json!([{"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}]);
+    let bad = json!([{"role": "user", "content": [{"type": "input_image", "image_url": "ftp://x/y.png"}]}]);
+    for (input, at) in [(by_file, "input[0].content[0].file_id"), (bad, "input[0].content[0].image_url")] {
+        let r = g.post_json("/v1/responses", &json!({"model": "test-model", "input": input}));
+        assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some(at)), "{}", r.text());
+    }
+    assert_eq!(g.adds().len(), 2, "a refused request reached the engine");
+}

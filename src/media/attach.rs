@@ -25,6 +25,11 @@ struct Image {
     hash: String,
 }
 
+/// A request's images, processed and ready to attach to its prompt (once, or again for each
+/// turn of a tool loop: the tensors are shared, not copied).
+#[derive(Default)]
+pub struct Processed(Vec<Image>);
+
 enum Refused {
     Fetch(FetchError),
     Media(MediaError),
@@ -38,27 +43,36 @@ pub async fn attach(
     items: &[MediaItem],
     prompt: Prompt,
 ) -> Result<Prompt, ApiError> {
-    if items.is_empty() {
+    let images = process(ctx, vision, items).await?;
+    expand(vision, items, &images, prompt)
+}
+
+/// `prompt`, tokenized with one image token per item, with each expanded and the items attached.
+pub fn expand(vision: &Vision, items: &[MediaItem], images: &Processed, prompt: Prompt) -> Result<Prompt, ApiError> {
+    let Processed(images) = images;
+    if images.is_empty() {
         return Ok(prompt);
     }
-    let images = process_all(ctx, vision, items).await?;
     let tokens: Vec<usize> = images.iter().map(|i| i.tokens).collect();
     let (ids, ranges) =
         placeholders::expand(&prompt.token_ids, vision.image_token_id, &tokens).map_err(|e| match e {
             MediaError::Placeholders { found, .. } => refusal::media(&items[found.min(items.len() - 1)].at, &e),
             other => refusal::media(&items[0].at, &other),
         })?;
-    let features = features(&images, &ranges);
+    let features = features(images, &ranges);
     Ok(Prompt { token_ids: Rc::from(ids), mm_features: features, ..prompt })
 }
 
 /// Every item on the pool at once, the answers awaited in order; the first refusal (in
 /// request order) is the answer.
-async fn process_all(ctx: &ShardCtx, vision: &Arc<Vision>, items: &[MediaItem]) -> Result<Vec<Image>, ApiError> {
+pub async fn process(ctx: &ShardCtx, vision: &Arc<Vision>, items: &[MediaItem]) -> Result<Processed, ApiError> {
+    if items.is_empty() {
+        return Ok(Processed::default());
+    }
     let mut pending = Vec::with_capacity(items.len());
     for item in items {
         let (url, policy, vision) = (item.url.clone(), ctx.shared.config.media_fetch.clone(), vision.clone());
-        let rx = ctx.shared.media_pool.submit(move || process(&url, &policy, &vision)).map_err(|_| {
+        let rx = ctx.shared.media_pool.submit(move || process_one(&url, &policy, &vision)).map_err(|_| {
             tracing::warn!("image refused: {}: the media pool's queue is full", item.at);
             ApiError::unavailable("the gateway is busy processing images; retry shortly")
         })?;
@@ -73,11 +87,11 @@ async fn process_all(ctx: &ShardCtx, vision: &Arc<Vision>, items: &[MediaItem]) 
             None => return Err(ApiError::internal(format!("{}: the image was not processed", item.at))),
         }
     }
-    Ok(images)
+    Ok(Processed(images))
 }
 
 /// What a pool thread does for one item.
-fn process(url: &str, policy: &FetchPolicy, vision: &Vision) -> Result<Image, Refused> {
+fn process_one(url: &str, policy: &FetchPolicy, vision: &Vision) -> Result<Image, Refused> {
     let fetched = shardgate_fetch::fetch(url, policy).map_err(Refused::Fetch)?;
     let decoded = shardgate_media::decode(&fetched.bytes, &DecodeLimits::default()).map_err(Refused::Media)?;
     let processed = vision.processor.process(&decoded.image).map_err(Refused::Media)?;

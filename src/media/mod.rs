@@ -11,7 +11,7 @@ pub mod pool;
 pub mod refusal;
 pub mod vision;
 
-pub use attach::attach;
+pub use attach::{attach, expand, process, Processed};
 pub use collect::{Collector, MediaItem};
 pub use pool::MediaPool;
 pub use vision::{Vision, VisionSupport};
