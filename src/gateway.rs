@@ -55,7 +55,10 @@ fn run_gateway(config: Config, companion: CompanionSlot) -> Result<(), StartupEr
         .map_err(StartupError::Mcp)?;
     mcp.connect_required().map_err(|(server, e)| StartupError::McpRequired { server, reason: e.to_string() })?;
     tracing::info!("MCP servers: {:?} (started on first use, those marked required already)", mcp.configured());
-    let shared = Shared::new(config, budget.connections_per_shard, store, mcp, tls);
+    let media_threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(limits::media_threads_max);
+    let media_pool = crate::media::MediaPool::start(media_threads, limits::media_queue_max)
+        .map_err(|source| StartupError::Thread { what: "the media pool".into(), source })?;
+    let shared = Shared::new(config, budget.connections_per_shard, store, mcp, tls, media_pool);
     if let Some(at) = &shared.config.kv_publish {
         crate::kv_publish::publisher::start(&shared.zmq, at).map_err(StartupError::KvPublish)?;
     }
@@ -74,6 +77,15 @@ fn run_gateway(config: Config, companion: CompanionSlot) -> Result<(), StartupEr
             .spawn(move || {
                 let started = std::time::Instant::now();
                 let loaded = ModelAssets::load(&source).map(Arc::new);
+                if let Ok(m) = &loaded {
+                    let model_id = source.model_path.display().to_string();
+                    let vision = crate::media::Vision::load(&source.model_path, &model_id, &m.tokenizer);
+                    match &vision {
+                        Ok(v) => tracing::info!("{} takes images (image token {})", m.served_name, v.image_token_id),
+                        Err(why) => tracing::info!("{} takes no images: {why}", m.served_name),
+                    }
+                    shared.set_vision(vision);
+                }
                 match &loaded {
                     Ok(m) => tracing::info!(
                         "tokenizer loaded for {} in {:.2}s (vocab {}, eos {:?}, chat template {})",

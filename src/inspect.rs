@@ -20,7 +20,7 @@ pub fn render_templates(args: &TemplateArgs) -> Result<(), StartupError> {
         (None, None) => return Err(StartupError::NoModel),
     };
     let model = ModelAssets::load(&ModelSource {
-        model_path,
+        model_path: model_path.clone(),
         tokenizer_path: None,
         chat_template: args.chat_template.clone(),
         served_name: "template".into(),
@@ -30,6 +30,7 @@ pub fn render_templates(args: &TemplateArgs) -> Result<(), StartupError> {
         TemplateError::Missing => StartupError::NoChatTemplate,
         e => e.into(),
     })?;
+    let vision = crate::media::Vision::load(&model_path, &model_path.display().to_string(), &model.tokenizer);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     for line in std::io::stdin().lock().lines() {
@@ -38,7 +39,9 @@ pub fn render_templates(args: &TemplateArgs) -> Result<(), StartupError> {
             continue;
         }
         let mut json = String::new();
-        let rendered = Body::parse(line.as_bytes()).and_then(|body| render_prompt(&model, &renderer, &body.fields()));
+        let mut media = crate::media::Collector::new(&vision, "template");
+        let rendered =
+            Body::parse(line.as_bytes()).and_then(|body| render_prompt(&model, &renderer, &body.fields(), &mut media));
         match rendered {
             Ok(r) => {
                 json.push_str("{\"prompt\":");

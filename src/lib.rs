@@ -12,6 +12,7 @@ pub mod http;
 pub mod inspect;
 pub mod kv_publish;
 pub mod limits;
+pub mod media;
 pub mod metrics;
 pub mod pipeline;
 pub mod routing;

@@ -280,3 +280,9 @@ pub const conversation_items_per_request_max: usize = 20;
 
 /// Metadata keys of a conversation, at most (OpenAI's and SMG's bound).
 pub const conversation_metadata_keys_max: usize = 16;
+
+/// Images: threads of the media side pool (fetch, decode, process), at most this many and never
+/// more than the machine's cores (`gateway.rs`).
+pub const media_threads_max: usize = 4;
+/// Images: items waiting for a media thread; one more is answered 503 at once.
+pub const media_queue_max: usize = 256;

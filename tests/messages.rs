@@ -142,7 +142,7 @@ fn errors_answer_in_anthropics_shape() {
                 .to_string(),
             400,
             "invalid_request_error",
-            "messages.1.content.0: image content blocks are not supported yet",
+            "messages.1.content.0.source: the model 'test-model' does not take images",
         ),
         (
             message(json!({"messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "hi"}]}))

@@ -222,7 +222,7 @@ fn bad_requests_are_refused_naming_the_field() {
     let image =
         json!([{"role": "user", "content": [{"type": "input_image", "image_url": "data:image/png;base64,AA"}]}]);
     let cases = [
-        (request(image, json!({})), "input[0].content[0]", "image inputs are not supported yet"),
+        (request(image, json!({})), "input[0].content[0].image_url", "does not take images"),
         (json!({"model": "test-model", "messages": [{"role": "user", "content": "hi"}]}), "messages", "'input'"),
         (request(json!("hi"), json!({"max_tokens": 5})), "max_tokens", "'max_output_tokens'"),
         (request(json!("hi"), json!({"response_format": {"type": "json_object"}})), "response_format", "'text.format'"),

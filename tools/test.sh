@@ -115,6 +115,9 @@ if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   limited 5400 python3 tests/real_vllm/matrix.py
   step "Messages and Responses against a real vLLM engine and vllm serve"
   limited 1800 python3 tests/real_vllm/differential_apis.py
+  step "images in chat requests: shardgate + a headless engine against vllm serve on tiny-vl"
+  limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/images.py \
+    --gateway "${CARGO_TARGET_DIR:-target}/release/shardgate"
   step "invalid output constraints against a real vLLM engine and xgrammar"
   limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/constraints.py
   step "shardgate serve starting a real vLLM engine, which is SIGKILLed and restarted"

@@ -16,6 +16,7 @@ use crate::metrics::Endpoint;
 use crate::shard::ShardCtx;
 use shardgate_text::render::RenderedPrompt;
 use shardgate_text::ModelAssets;
+use shardgate_wire::mm::Feature;
 
 /// One prompt to generate from.
 #[derive(Debug, Clone)]
@@ -23,6 +24,8 @@ pub struct Prompt {
     pub token_ids: Rc<[u32]>,
     /// The prompt as text, when the output repeats it (`echo`).
     pub text: Option<String>,
+    /// Its images, processed, with their placeholder ranges in `token_ids` (`media::attach`).
+    pub mm_features: Rc<[Feature]>,
 }
 
 impl Prompt {
@@ -35,13 +38,13 @@ impl Prompt {
         echo: bool,
     ) -> Result<Prompt, ApiError> {
         let ids = ctx.encode(model, text, add_special_tokens).map_err(ApiError::internal)?;
-        Ok(Prompt { token_ids: Rc::from(ids), text: echo.then(|| text.to_string()) })
+        Ok(Prompt { token_ids: Rc::from(ids), text: echo.then(|| text.to_string()), mm_features: Rc::from([]) })
     }
 
     /// A rendered chat prompt (the renderer's text carries its special tokens).
     pub fn from_rendered(ctx: &ShardCtx, model: &ModelAssets, rendered: &RenderedPrompt) -> Result<Prompt, ApiError> {
         let ids = ctx.encode_rendered(model, rendered, false).map_err(ApiError::internal)?;
-        Ok(Prompt { token_ids: Rc::from(ids), text: None })
+        Ok(Prompt { token_ids: Rc::from(ids), text: None, mm_features: Rc::from([]) })
     }
 
     /// A prompt given as token ids. Every id must lie inside the vocabulary: one outside it
@@ -57,7 +60,7 @@ impl Prompt {
             out.push(id as u32);
         }
         let text = if echo { Some(model.tokenizer.decode(&out, false).map_err(ApiError::internal)?) } else { None };
-        Ok(Prompt { token_ids: Rc::from(out), text })
+        Ok(Prompt { token_ids: Rc::from(out), text, mm_features: Rc::from([]) })
     }
 }
 

@@ -39,7 +39,7 @@ pub async fn submit_all(
                 arrival_time,
                 cache_salt: g.params.cache_salt.clone(),
                 priority: g.params.priority,
-                mm_features: Default::default(),
+                mm_features: prompt.mm_features.clone(),
             };
             let mut state = ChoiceState::new(index, &g.model.tokenizer, &prompt.token_ids, &g.params.output);
             if g.parse.is_active() {

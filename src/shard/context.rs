@@ -80,6 +80,10 @@ pub struct Shared {
     /// The API port's TLS configuration (`--tls-cert-path`), read at startup.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     model: OnceLock<Result<Arc<ModelAssets>, ModelError>>,
+    /// The model's image side, set just before the model (so a loaded model always has one).
+    vision: OnceLock<crate::media::VisionSupport>,
+    /// Fetches, decodes and processes request images off the shard threads.
+    pub media_pool: crate::media::MediaPool,
 }
 
 impl Shared {
@@ -89,6 +93,7 @@ impl Shared {
         store: shardgate_store::Store,
         mcp: shardgate_mcp::Mcp,
         tls: Option<Arc<rustls::ServerConfig>>,
+        media_pool: crate::media::MediaPool,
     ) -> Arc<Self> {
         let shards = config.shards;
         let registry = Registry::default();
@@ -121,6 +126,8 @@ impl Shared {
                 mcp,
                 tls,
                 model: OnceLock::new(),
+                vision: OnceLock::new(),
+                media_pool,
                 config,
             }
         })
@@ -163,6 +170,16 @@ impl Shared {
 
     pub fn set_model(&self, m: Result<Arc<ModelAssets>, ModelError>) {
         let _ = self.model.set(m);
+    }
+
+    /// Whether (and how) the loaded model takes images; unset until the model loaded.
+    pub fn vision(&self) -> &crate::media::VisionSupport {
+        static NOT_LOADED: crate::media::VisionSupport = Err(String::new());
+        self.vision.get().unwrap_or(&NOT_LOADED)
+    }
+
+    pub fn set_vision(&self, v: crate::media::VisionSupport) {
+        let _ = self.vision.set(v);
     }
 }
 

@@ -1,5 +1,6 @@
-//! A one-shot answer from another shard: the asking shard awaits what the answering shard sends
-//! (`POST /workers` waits for the control shard's verdict). Control plane only.
+//! A one-shot answer from another thread: the asking shard awaits what the answering shard sends
+//! (`POST /workers` waits for the control shard's verdict), or what a media pool thread made of
+//! an image (`media::pool`).
 
 use std::future::poll_fn;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -172,7 +172,7 @@ def errors_raise_sdk_exceptions(stack):
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
     cases = [
         (dict(model=MODEL, messages=[{"role": "user", "content": [image]}]), anthropic.BadRequestError,
-         "messages.0.content.0: image content blocks are not supported yet"),
+         "messages.0.content.0.source: the model"),
         (dict(model=MODEL, messages=user("hi"), extra_body={"temperature": 5}), anthropic.BadRequestError,
          "temperature"),
         (dict(model="nope", messages=user("hi")), anthropic.NotFoundError, "nope"),

@@ -64,7 +64,7 @@ def bad_request_raises(client):
             {"type": "input_image", "image_url": "data:image/png;base64,AA"}]}])
         raise AssertionError("no exception")
     except openai.BadRequestError as e:
-        assert e.status_code == 400 and e.param == "input[0].content[0]", (e.param, e)
+        assert e.status_code == 400 and e.param == "input[0].content[0].image_url", (e.param, e)
     try:
         client.responses.create(model="sdk-model", input="hi", extra_body={"max_tokens": 5})
         raise AssertionError("no exception")

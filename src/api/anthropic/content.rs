@@ -16,15 +16,21 @@
 //! - Empty text blocks are skipped, and a block list that leaves a turn with nothing drops it
 //!   (as vLLM does).
 //!
-//! Anything else is a 400 naming the block (`messages.1.content.0`): media blocks (the model
-//! takes text only), blocks in the wrong role, and OpenAI chat shapes (a `system` or `tool`
-//! role, `tool_calls` on a message).
+//! - A user turn's `image` blocks (`source`: `{"type": "base64", "media_type", "data"}`, as a
+//!   `data:` URL, or `{"type": "url", "url"}`) go to the request's media items, their
+//!   placeholders in front of the turn's text, as vLLM does for the chat `image_url` parts it
+//!   turns them into.
+//!
+//! Anything else is a 400 naming the block (`messages.1.content.0`): other media blocks, images
+//! outside a user turn's own blocks, blocks in the wrong role, and OpenAI chat shapes (a `system`
+//! or `tool` role, `tool_calls` on a message).
 
 use serde_json::{Map, Value};
 
 use super::invalid::other_api;
 use crate::api::fields::Fields;
 use crate::error::ApiError;
+use crate::media::Collector;
 
 /// Block types of Anthropic's API that this gateway does not take.
 const UNSUPPORTED_BLOCKS: [&str; 8] = [
@@ -38,8 +44,9 @@ const UNSUPPORTED_BLOCKS: [&str; 8] = [
     "mcp_tool_result",
 ];
 
-/// The request's system prompt and messages as the template's conversation.
-pub fn conversation(f: &Fields<'_>) -> Result<Value, ApiError> {
+/// The request's system prompt and messages as the template's conversation; its images go to
+/// `media`.
+pub fn conversation(f: &Fields<'_>, media: &mut Collector<'_>) -> Result<Value, ApiError> {
     let messages = match f.get("messages") {
         None => return Err(ApiError::invalid_param("messages", "Field required")),
         Some(Value::Array(list)) => list,
@@ -53,7 +60,7 @@ pub fn conversation(f: &Fields<'_>) -> Result<Value, ApiError> {
         out.push(message("system", system));
     }
     for (i, m) in messages.iter().enumerate() {
-        push_turn(&mut out, i, m)?;
+        push_turn(&mut out, i, m, media)?;
     }
     Ok(Value::Array(out))
 }
@@ -97,7 +104,7 @@ fn system_prompt(system: Option<&Value>) -> Result<Option<String>, ApiError> {
 }
 
 /// One message of the request → its template messages (none, one, or tool messages and one).
-fn push_turn(out: &mut Vec<Value>, i: usize, m: &Value) -> Result<(), ApiError> {
+fn push_turn(out: &mut Vec<Value>, i: usize, m: &Value, media: &mut Collector<'_>) -> Result<(), ApiError> {
     let at = format!("messages.{i}");
     let obj = object(m, &at)?;
     for key in ["tool_calls", "tool_call_id", "function_call"] {
@@ -130,10 +137,9 @@ fn push_turn(out: &mut Vec<Value>, i: usize, m: &Value) -> Result<(), ApiError> 
     };
     let mut turn = Turn::default();
     for (j, block) in blocks.iter().enumerate() {
-        turn.add(role, block, &format!("{at}.content.{j}"))?;
+        turn.add(role, block, &format!("{at}.content.{j}"), media)?;
     }
-    turn.push_into(out, role);
-    Ok(())
+    turn.push_into(out, role, &format!("{at}.content"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,10 +193,12 @@ struct Turn {
     calls: Vec<Value>,
     /// The thinking blocks' text, when there were any.
     thinking: Option<String>,
+    /// A placeholder per image block.
+    images: Vec<&'static str>,
 }
 
 impl Turn {
-    fn add(&mut self, role: Role, block: &Value, at: &str) -> Result<(), ApiError> {
+    fn add(&mut self, role: Role, block: &Value, at: &str, media: &mut Collector<'_>) -> Result<(), ApiError> {
         let obj = object(block, at)?;
         let kind = block_type(obj, at)?;
         match (kind, role) {
@@ -206,6 +214,11 @@ impl Turn {
             }
             ("redacted_thinking", Role::Assistant) => {}
             ("tool_result", Role::User) => self.tool_results.push(tool_message(obj, at)?),
+            ("image", Role::User) => {
+                let at = format!("{at}.source");
+                let url = image_url(obj.get("source"), &at)?;
+                self.images.push(media.image(at, &url)?);
+            }
             ("tool_use" | "thinking" | "redacted_thinking", Role::User) => {
                 return Err(ApiError::invalid_param(
                     &format!("{at}.type"),
@@ -223,11 +236,12 @@ impl Turn {
         Ok(())
     }
 
-    fn push_into(self, out: &mut Vec<Value>, role: Role) {
+    fn push_into(self, out: &mut Vec<Value>, role: Role, at: &str) -> Result<(), ApiError> {
         out.extend(self.tool_results);
-        let content = self.texts.join("\n");
+        let texts: Vec<&str> = self.texts.iter().map(String::as_str).collect();
+        let content = Collector::message_text(&texts, "\n", &self.images, at)?;
         match role {
-            Role::User if self.texts.is_empty() => {}
+            Role::User if self.texts.is_empty() && self.images.is_empty() => {}
             Role::User => out.push(message("user", content)),
             Role::Assistant if self.texts.is_empty() && self.calls.is_empty() && self.thinking.is_none() => {}
             Role::Assistant => {
@@ -242,6 +256,23 @@ impl Turn {
                 out.push(Value::Object(m));
             }
         }
+        Ok(())
+    }
+}
+
+/// An image block's `source` as a URL: base64 data as a `data:` URL, or the URL given.
+fn image_url(source: Option<&Value>, at: &str) -> Result<String, ApiError> {
+    let source = object(source.unwrap_or(&Value::Null), at)?;
+    match block_type(source, at)? {
+        "base64" => {
+            let media_type = str_field(source, "media_type", at)?;
+            Ok(format!("data:{media_type};base64,{}", str_field(source, "data", at)?))
+        }
+        "url" => Ok(str_field(source, "url", at)?.to_string()),
+        other => Err(ApiError::invalid_param(
+            &format!("{at}.type"),
+            format!("image sources of type '{other}' are not supported; use 'base64' or 'url'"),
+        )),
     }
 }
 

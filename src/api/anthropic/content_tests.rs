@@ -6,7 +6,8 @@ use serde_json::json;
 use super::*;
 
 fn convert(body: Value) -> Result<Value, ApiError> {
-    conversation(&Fields::new(&body))
+    let text_only: crate::media::VisionSupport = Err("its config.json has no vision_config".into());
+    conversation(&Fields::new(&body), &mut Collector::new(&text_only, "m"))
 }
 
 #[test]
@@ -110,8 +111,24 @@ fn bad_input_names_its_field() {
         (
             json!({"messages": [{"role": "user", "content": "a"},
                                 {"role": "user", "content": [{"type": "text", "text": "b"},
-                                 {"type": "image", "source": {"type": "base64", "data": ""}}]}]}),
-            "messages.1.content.1",
+                                 {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "x"}}]}]}),
+            "messages.1.content.1.source",
+            "the model 'm' does not take images",
+        ),
+        (
+            user(json!([{"type": "image", "source": {"type": "file", "file_id": "f"}}])),
+            "messages.0.content.0.source.type",
+            "'file'",
+        ),
+        (
+            user(json!([{"type": "image", "source": {"type": "base64", "data": "x"}}])),
+            "messages.0.content.0.source.media_type",
+            "Field required",
+        ),
+        (user(json!([{"type": "image"}])), "messages.0.content.0.source", "dictionary"),
+        (
+            assistant(json!([{"type": "image", "source": {}}])),
+            "messages.0.content.0",
             "image content blocks are not supported yet",
         ),
         (user(json!([{"type": "document", "source": {}}])), "messages.0.content.0", "document content blocks"),

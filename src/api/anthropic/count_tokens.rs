@@ -28,6 +28,8 @@ fn count_prompt(ctx: &ShardCtx, body: &[u8]) -> Result<usize, ApiError> {
     let f = body.fields();
     refuse_other_apis(&f)?;
     let model = crate::api::model::resolve(ctx, &f)?;
-    let (_, prompt) = render_prompt(ctx, &model, &f)?;
+    // An image counts as its one placeholder token: expanding it takes the image's processing.
+    let mut media = crate::media::Collector::new(ctx.shared.vision(), &model.served_name);
+    let (_, prompt) = render_prompt(ctx, &model, &f, &mut media)?;
     Ok(prompt.token_ids.len())
 }

@@ -21,6 +21,7 @@ use crate::api::invalid::Names;
 use crate::api::sink::serve;
 use crate::error::ApiError;
 use crate::http::response::Responder;
+use crate::media::Collector;
 use crate::metrics::Endpoint;
 use crate::pipeline::plan::{plan, Generation};
 use crate::pipeline::request::{GenerateRequest, Prompt, SamplingRequest};
@@ -29,18 +30,24 @@ use shardgate_text::render::Renderer;
 use shardgate_text::ModelAssets;
 
 pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
-    serve(ctx, Endpoint::Messages, r, async |started| prepare(ctx, body, started).map_err(named)).await
+    serve(ctx, Endpoint::Messages, r, async |started| prepare(ctx, body, started).await.map_err(named)).await
 }
 
 /// Everything before dispatch: the request read, the prompt rendered and tokenized, then
-/// validated and a worker chosen (`plan`).
-fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(Generation, MessagesFormat), ApiError> {
+/// validated and a worker chosen (`plan`); images processed on the media pool.
+async fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(Generation, MessagesFormat), ApiError> {
     let body = Body::parse(body)?;
     let f = body.fields();
     refuse_other_apis(&f)?;
     let model = crate::api::model::resolve(ctx, &f)?;
     let sampling = sampling(&f)?;
-    let (MessagesPrompt { chat, one_call }, prompt) = render_prompt(ctx, &model, &f)?;
+    let vision = ctx.shared.vision();
+    let mut media = Collector::new(vision, &model.served_name);
+    let (MessagesPrompt { chat, one_call }, prompt) = render_prompt(ctx, &model, &f, &mut media)?;
+    let prompt = match vision {
+        Ok(v) => crate::media::attach(ctx, v, &media.items, prompt).await?,
+        Err(_) => prompt,
+    };
     let input_tokens = prompt.token_ids.len() as u64;
     // A forced call is one call when parallel calls are off; `auto` keeps the first (format).
     let parse = chat.parse_spec(ctx, &model, true, !one_call)?;
@@ -85,14 +92,15 @@ pub struct MessagesPrompt {
 }
 
 /// A Messages request's prompt, rendered through the chat template and tokenized: what the
-/// request sends, and what `count_tokens` counts.
+/// request sends (its images, unexpanded, in `media`), and what `count_tokens` counts.
 pub fn render_prompt(
     ctx: &ShardCtx,
     model: &ModelAssets,
     f: &Fields<'_>,
+    media: &mut Collector<'_>,
 ) -> Result<(MessagesPrompt, Prompt), ApiError> {
     let renderer = ctx.renderer(model).map_err(ApiError::bad_request)?;
-    let read = read_prompt(model, &renderer, f)?;
+    let read = read_prompt(model, &renderer, f, media)?;
     let rendered = read.chat.render(model, &renderer, "messages")?;
     let prompt = Prompt::from_rendered(ctx, model, &rendered)?;
     Ok((read, prompt))
@@ -100,8 +108,13 @@ pub fn render_prompt(
 
 /// The conversation, tools, tool choice and thinking switch of a Messages request (or of a
 /// `count_tokens` request, which has the same fields).
-fn read_prompt(model: &ModelAssets, renderer: &Renderer, f: &Fields<'_>) -> Result<MessagesPrompt, ApiError> {
-    let conversation = content::conversation(f)?;
+fn read_prompt(
+    model: &ModelAssets,
+    renderer: &Renderer,
+    f: &Fields<'_>,
+    media: &mut Collector<'_>,
+) -> Result<MessagesPrompt, ApiError> {
+    let conversation = content::conversation(f, media)?;
     let tools = tools::read(f)?;
     let choice = tools::read_choice(f, &tools.specs)?;
     let (variables, thinking_on) = thinking::template_variables(f, renderer, &model.served_name)?;

@@ -14,6 +14,7 @@ use crate::api::invalid::Names;
 use crate::api::sink::serve;
 use crate::error::ApiError;
 use crate::http::response::Responder;
+use crate::media::Collector;
 use crate::metrics::Endpoint;
 use crate::pipeline::parse::ParseSpec;
 use crate::pipeline::plan::{plan, Generation};
@@ -23,12 +24,13 @@ use shardgate_text::render::{RenderedPrompt, Renderer};
 use shardgate_text::ModelAssets;
 
 pub async fn handle(ctx: &Rc<ShardCtx>, body: &[u8], r: &mut Responder<'_>) {
-    serve(ctx, Endpoint::Chat, r, async |started| prepare(ctx, body, started)).await
+    serve(ctx, Endpoint::Chat, r, async |started| prepare(ctx, body, started).await).await
 }
 
 /// Everything before dispatch: the request read, the prompt rendered and tokenized, then
-/// validated and a worker chosen (`plan`).
-fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(Generation, ChatFormat), ApiError> {
+/// validated and a worker chosen (`plan`). Images are processed on the media pool while the
+/// shard serves others.
+async fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(Generation, ChatFormat), ApiError> {
     let body = Body::parse(body)?;
     let f = body.fields();
     let model = crate::api::model::resolve(ctx, &f)?;
@@ -36,9 +38,15 @@ fn prepare(ctx: &Rc<ShardCtx>, body: &[u8], started: Instant) -> Result<(Generat
     let Sampling { request: sampling, include_usage } = sampling::read(&f, Api::Chat)?;
     let renderer = ctx.renderer(&model).map_err(ApiError::bad_request)?;
     check_mrope_over_tokenspeed(ctx, &model, &f)?;
-    let RenderedChat { prompt, chat } = render_prompt(&model, &renderer, &f)?;
+    let vision = ctx.shared.vision();
+    let mut media = Collector::new(vision, &model.served_name);
+    let RenderedChat { prompt, chat } = render_prompt(&model, &renderer, &f, &mut media)?;
     let parse = parse_spec(ctx, &f, &model, &chat)?;
     let prompt = Prompt::from_rendered(ctx, &model, &prompt)?;
+    let prompt = match vision {
+        Ok(v) => crate::media::attach(ctx, v, &media.items, prompt).await?,
+        Err(_) => prompt,
+    };
     let id = shardgate_util::ids::response_id("chatcmpl");
     let request = GenerateRequest {
         endpoint: Endpoint::Chat,
@@ -95,9 +103,15 @@ pub struct RenderedChat {
 
 /// Renders a chat request's prompt exactly as the endpoint does (also behind
 /// `shardgate template`, to compare with transformers).
-pub fn render_prompt(model: &ModelAssets, renderer: &Renderer, f: &Fields<'_>) -> Result<RenderedChat, ApiError> {
+/// `media` gets the request's images.
+pub fn render_prompt(
+    model: &ModelAssets,
+    renderer: &Renderer,
+    f: &Fields<'_>,
+    media: &mut Collector<'_>,
+) -> Result<RenderedChat, ApiError> {
     let messages = f.get("messages").ok_or_else(|| ApiError::invalid_param("messages", "'messages' is required"))?;
-    let conversation = super::conversation::normalize(messages, renderer)?;
+    let conversation = super::conversation::normalize(messages, renderer, media)?;
     let add_generation_prompt = f.bool("add_generation_prompt")?.unwrap_or(true);
     let continue_final_message = f.bool("continue_final_message")?.unwrap_or(false);
     if add_generation_prompt && continue_final_message {

@@ -9,14 +9,16 @@
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+use crate::media::Collector;
 use shardgate_text::render::Renderer;
 
 /// The roles of OpenAI's Chat Completions API, in the order its error message lists them.
 const API_ROLES: [&str; 6] = ["system", "assistant", "user", "function", "tool", "developer"];
 
 /// The renderer decides which roles can be rendered: the API's own, and any other role it
-/// names (a template's string literal such as Llama 3.1's `ipython`).
-pub fn normalize(messages: &Value, renderer: &Renderer) -> Result<Value, ApiError> {
+/// names (a template's string literal such as Llama 3.1's `ipython`). Image parts go to
+/// `media`, their placeholders into the message's text.
+pub fn normalize(messages: &Value, renderer: &Renderer, media: &mut Collector<'_>) -> Result<Value, ApiError> {
     let list = messages
         .as_array()
         .ok_or_else(|| ApiError::invalid_param("messages", "'messages' must be a list of message objects"))?;
@@ -26,7 +28,7 @@ pub fn normalize(messages: &Value, renderer: &Renderer) -> Result<Value, ApiErro
     check_one_modality(list)?;
     let mut out = Vec::with_capacity(list.len());
     for (i, m) in list.iter().enumerate() {
-        out.push(normalize_message(i, m, renderer)?);
+        out.push(normalize_message(i, m, renderer, media)?);
     }
     Ok(Value::Array(template_roles(out, renderer)))
 }
@@ -94,7 +96,7 @@ fn developer_as_system(conversation: Vec<Value>) -> Vec<Value> {
     out
 }
 
-fn normalize_message(i: usize, m: &Value, renderer: &Renderer) -> Result<Value, ApiError> {
+fn normalize_message(i: usize, m: &Value, renderer: &Renderer, media: &mut Collector<'_>) -> Result<Value, ApiError> {
     let param = |field: &str| format!("messages.[{i}].{field}");
     let obj = m
         .as_object()
@@ -113,7 +115,7 @@ fn normalize_message(i: usize, m: &Value, renderer: &Renderer) -> Result<Value, 
             ),
         ));
     }
-    let content = content_text(obj.get("content"), &param("content"), renderer.text_part_separator())?;
+    let content = content_text(obj.get("content"), i, renderer.text_part_separator(), media)?;
     let mut out = Map::new();
     out.insert("role".into(), Value::String(role.to_string()));
     out.insert("content".into(), Value::String(content));
@@ -151,14 +153,23 @@ fn normalize_message(i: usize, m: &Value, renderer: &Renderer) -> Result<Value, 
     Ok(Value::Object(out))
 }
 
-/// String content, or text parts joined with `separator`; media parts are refused.
-fn content_text(content: Option<&Value>, param: &str, separator: &str) -> Result<String, ApiError> {
+/// String content, or text parts joined with `separator` and the placeholders of image parts
+/// (`image_url`: `{"url": ..., "detail": ...}`, `detail` ignored as vLLM does); other media
+/// parts are refused.
+fn content_text(
+    content: Option<&Value>,
+    i: usize,
+    separator: &str,
+    media: &mut Collector<'_>,
+) -> Result<String, ApiError> {
+    let param = &format!("messages.[{i}].content");
     match content {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
         Some(Value::Array(parts)) => {
             let mut texts: Vec<&str> = Vec::with_capacity(parts.len());
-            for part in parts {
+            let mut images = Vec::new();
+            for (j, part) in parts.iter().enumerate() {
                 let kind = part.get("type").and_then(Value::as_str).unwrap_or("text");
                 match kind {
                     "text" | "input_text" | "output_text" => {
@@ -167,6 +178,14 @@ fn content_text(content: Option<&Value>, param: &str, separator: &str) -> Result
                         })?)
                     }
                     "refusal" => texts.push(part.get("refusal").and_then(Value::as_str).unwrap_or("")),
+                    "image_url" => {
+                        let at = format!("messages[{i}].content[{j}].image_url");
+                        let url = part.get("image_url").and_then(|u| u.get("url")).and_then(Value::as_str);
+                        let url = url.ok_or_else(|| {
+                            ApiError::invalid_param(&at, format!("{at} needs an object with a string 'url'"))
+                        })?;
+                        images.push(media.image(at, url)?);
+                    }
                     other => {
                         return Err(ApiError::invalid_param(
                             param,
@@ -175,7 +194,7 @@ fn content_text(content: Option<&Value>, param: &str, separator: &str) -> Result
                     }
                 }
             }
-            Ok(texts.join(separator))
+            Collector::message_text(&texts, separator, &images, param)
         }
         Some(_) => Err(ApiError::invalid_param(param, "'content' must be a string, a list of content parts, or null")),
     }
@@ -238,7 +257,9 @@ mod tests {
         "{%- if messages[0].role == 'system' %}{%- endif %}{%- if message.role == \"user\" %}{% endif %}";
 
     fn normalize(messages: &Value, template: &str) -> Result<Value, ApiError> {
-        super::normalize(messages, &Renderer::jinja(template.to_string()).expect("a template"))
+        let text_only: crate::media::VisionSupport = Err("its config.json has no vision_config".into());
+        let mut media = Collector::new(&text_only, "test-model");
+        super::normalize(messages, &Renderer::jinja(template.to_string()).expect("a template"), &mut media)
     }
 
     #[test]
@@ -274,9 +295,14 @@ mod tests {
             (json!([{"content": "x"}]), "messages.[0].role"),
             (json!([{"role": "user", "content": 5}]), "messages.[0].content"),
             (
-                json!([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
-                "messages.[0].content",
+                json!([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "x"}}]}]),
+                "messages[0].content[1].image_url",
             ),
+            (
+                json!([{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]),
+                "messages[0].content[0].image_url",
+            ),
+            (json!([{"role": "user", "content": [{"type": "input_audio"}]}]), "messages.[0].content"),
             (json!([1]), "messages.[0]"),
             (json!([{"role": "user", "content": "a"}, {"role": "wizard", "content": "b"}]), "messages.[1].role"),
             (json!([{"role": "ipython", "content": "b"}]), "messages.[0].role"),
@@ -301,7 +327,10 @@ mod tests {
         assert!(e.message.starts_with("the vLLM ZMQ backend takes one modality per request"), "{}", e.message);
         let one = json!([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}},
                                                       {"type": "image_url", "image_url": {"url": "y"}}]}]);
-        assert!(normalize(&one, QWEN_LIKE).unwrap_err().message.ends_with("this model takes text only"));
+        assert_eq!(
+            normalize(&one, QWEN_LIKE).unwrap_err().message,
+            "the model 'test-model' does not take images (its config.json has no vision_config)"
+        );
     }
 
     #[test]

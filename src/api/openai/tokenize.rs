@@ -14,9 +14,11 @@ pub fn tokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
     let model = crate::api::model::resolve(ctx, &f)?;
     let add_special_tokens = f.bool("add_special_tokens")?;
     let ids = if f.has("messages") {
-        // The prompt chat completions would render for the same messages.
+        // The prompt chat completions would render for the same messages (an image as its one
+        // placeholder token: expanding it takes the image's processing).
         let renderer = ctx.renderer(&model).map_err(ApiError::bad_request)?;
-        let rendered = super::chat::render_prompt(&model, &renderer, &f)?.prompt;
+        let mut media = crate::media::Collector::new(ctx.shared.vision(), &model.served_name);
+        let rendered = super::chat::render_prompt(&model, &renderer, &f, &mut media)?.prompt;
         ctx.encode_rendered(&model, &rendered, add_special_tokens.unwrap_or(false)).map_err(ApiError::internal)?
     } else {
         let prompt =

@@ -25,6 +25,7 @@ use crate::api::openai::thinking;
 use crate::api::sink::serve;
 use crate::error::ApiError;
 use crate::http::response::Responder;
+use crate::media::{Collector, MediaItem};
 use crate::metrics::Endpoint;
 use crate::pipeline::plan::{plan, Generation};
 use crate::pipeline::request::{GenerateRequest, Prompt, SamplingRequest};
@@ -55,6 +56,9 @@ pub struct Turns {
     history_param: &'static str,
     /// The request's input as a list of items.
     input: Vec<Value>,
+    /// The images of the history and the input, in prompt order, processed once.
+    media: Vec<MediaItem>,
+    images: crate::media::Processed,
     chat: ChatPrompt,
     sampling: SamplingRequest,
     parallel_tool_calls: bool,
@@ -78,13 +82,17 @@ impl Turns {
     pub fn generation(&mut self, ctx: &Rc<ShardCtx>, more: &[Value]) -> Result<Generation, ApiError> {
         let mut items = self.input.clone();
         items.extend_from_slice(more);
-        let input = input::read(&Value::Array(items))?;
+        // The images were collected and processed once (`read`); each turn places them again.
+        let vision = ctx.shared.vision();
+        let mut media = Collector::new(vision, &self.model.served_name);
+        let input = input::read(&Value::Array(items), &mut media)?;
         let conversation = input::conversation(
             self.instructions.as_deref(),
             &self.history,
             self.history_param,
             input,
             &self.renderer,
+            &mut media,
         )?;
         let mut chat = self.chat.clone();
         chat.conversation = conversation.messages;
@@ -93,6 +101,10 @@ impl Turns {
         let rendered = chat.render(&self.model, &self.renderer, "input")?;
         let parse = chat.parse_spec(ctx, &self.model, true, self.parallel_tool_calls)?;
         let prompt = Prompt::from_rendered(ctx, &self.model, &rendered)?;
+        let prompt = match vision {
+            Ok(v) => crate::media::expand(v, &self.media, &self.images, prompt)?,
+            Err(_) => prompt,
+        };
         // Each generation's engine requests get ids of their own.
         let id = if self.turn == 0 { self.id.clone() } else { format!("{}_{}", self.id, self.turn) };
         self.turn += 1;
@@ -204,7 +216,9 @@ pub async fn read(
     let model = crate::api::model::resolve(ctx, &f)?;
     let options = read_options(&f)?;
     let input_value = f.get("input").ok_or_else(|| ApiError::invalid_param("input", "'input' is required"))?;
-    let input = input::read(input_value)?;
+    let vision = ctx.shared.vision();
+    let mut media = Collector::new(vision, &model.served_name);
+    let input = input::read(input_value, &mut media)?;
     let mut tools = tools::read(&f)?;
     if mcp.is_none() {
         // The route sends requests with MCP tools to the tool loop by a byte search first; one
@@ -239,7 +253,12 @@ pub async fn read(
         None => Vec::new(),
     };
     // Checked here, before anything runs; each turn reads it again with its items after it.
-    input::conversation(options.instructions, &history, history_param, input, &renderer)?;
+    input::conversation(options.instructions, &history, history_param, input, &renderer, &mut media)?;
+    let images = match vision {
+        Ok(v) => crate::media::process(ctx, v, &media.items).await?,
+        Err(_) => crate::media::Processed::default(),
+    };
+    let media = media.items;
     // Passed to the template as chat passes it, and only with tools (as vLLM does).
     let passthrough = [("tool_choice", f.get("tool_choice").filter(|_| !tools.specs.is_empty()))];
     let reasoning = thinking::Reasoning {
@@ -289,6 +308,8 @@ pub async fn read(
         history,
         history_param,
         input,
+        media,
+        images,
         chat,
         sampling,
         parallel_tool_calls,

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 
 use crate::api::openai::conversation::{arguments_object, insert_reasoning, template_roles};
 use crate::error::ApiError;
+use crate::media::Collector;
 use shardgate_text::render::Renderer;
 use shardgate_util::ids::random_hex;
 
@@ -38,30 +39,35 @@ pub struct Input {
     continue_final: bool,
 }
 
-pub fn read(input: &Value) -> Result<Input, ApiError> {
+/// Its `input_image` parts go to `media`.
+pub fn read(input: &Value, media: &mut Collector<'_>) -> Result<Input, ApiError> {
     match input {
         Value::String(text) => Ok(Input { messages: vec![message("user", text)], continue_final: false }),
-        Value::Array(items) => {
-            Ok(Input { messages: Items::build(items, "input")?, continue_final: items.last().is_some_and(in_progress) })
-        }
+        Value::Array(items) => Ok(Input {
+            messages: Items::build(items, "input", media)?,
+            continue_final: items.last().is_some_and(in_progress),
+        }),
         _ => Err(ApiError::invalid_param("input", "'input' must be a string or a list of input items")),
     }
 }
 
 /// The conversation: `instructions`, then `history` (stored items, named `history_param` in
-/// errors), then the input.
+/// errors), then the input (`read` into `media`; the history's images go before its own).
 pub fn conversation(
     instructions: Option<&str>,
     history: &[Value],
     history_param: &str,
     input: Input,
     renderer: &Renderer,
+    media: &mut Collector<'_>,
 ) -> Result<Conversation, ApiError> {
     let mut messages = Vec::new();
     if let Some(text) = instructions.filter(|t| !t.is_empty()) {
         messages.push(message("system", text));
     }
-    messages.extend(Items::build(history, history_param)?);
+    let input_images = std::mem::take(&mut media.items);
+    messages.extend(Items::build(history, history_param, media)?);
+    media.items.extend(input_images);
     messages.extend(input.messages);
     if messages.is_empty() {
         return Err(ApiError::invalid_param("input", "'input' must contain at least one item"));
@@ -109,14 +115,15 @@ fn bad(param: &str, message: impl Into<String>) -> ApiError {
     ApiError::invalid_param(param, message)
 }
 
-/// The messages of a list of items, merged as vLLM merges them.
-struct Items {
+/// The messages of a list of items, merged as vLLM merges them; their images go to `media`.
+struct Items<'m, 'v> {
     messages: Vec<Map<String, Value>>,
+    media: &'m mut Collector<'v>,
 }
 
-impl Items {
-    fn build(items: &[Value], param: &str) -> Result<Vec<Map<String, Value>>, ApiError> {
-        let mut b = Items { messages: Vec::with_capacity(items.len()) };
+impl Items<'_, '_> {
+    fn build(items: &[Value], param: &str, media: &mut Collector<'_>) -> Result<Vec<Map<String, Value>>, ApiError> {
+        let mut b = Items { messages: Vec::with_capacity(items.len()), media };
         for (i, item) in items.iter().enumerate() {
             b.push(item, &format!("{param}[{i}]"))?;
         }
@@ -168,7 +175,7 @@ impl Items {
             }
             None => return Err(bad(&format!("{at}.role"), "a message needs a string 'role'")),
         };
-        let text = content_text(obj.get("content"), &format!("{at}.content"))?;
+        let text = content_text(obj.get("content"), &format!("{at}.content"), self.media)?;
         if role == "assistant" {
             if let Some(prev) = self.last_assistant().filter(|m| !m.contains_key("content")) {
                 prev.insert("content".into(), Value::String(text));
@@ -233,7 +240,7 @@ impl Items {
         let call_id = required_str(obj, "call_id", at)?;
         let output = match obj.get("output") {
             Some(Value::String(s)) => s.clone(),
-            Some(parts @ Value::Array(_)) => content_text(Some(parts), &format!("{at}.output"))?,
+            Some(parts @ Value::Array(_)) => content_text(Some(parts), &format!("{at}.output"), self.media)?,
             _ => return Err(bad(&format!("{at}.output"), "'output' must be a string or a list of content parts")),
         };
         let mut m = message("tool", &output);
@@ -284,14 +291,17 @@ fn required_str<'v>(obj: &'v Map<String, Value>, field: &str, at: &str) -> Resul
 }
 
 /// A message's content: a string, or parts whose text is joined with newlines (as vLLM joins
-/// chat text parts). Media parts are refused naming the part.
-fn content_text(content: Option<&Value>, param: &str) -> Result<String, ApiError> {
+/// chat text parts), `input_image` parts (`image_url`: a data or http(s) URL) as their
+/// placeholders in front. Other media parts, and an image by `file_id`, are refused naming the
+/// part.
+fn content_text(content: Option<&Value>, param: &str, media: &mut Collector<'_>) -> Result<String, ApiError> {
     let parts = match content {
         Some(Value::String(s)) => return Ok(s.clone()),
         Some(Value::Array(parts)) => parts,
         _ => return Err(bad(param, "'content' must be a string or a list of content parts")),
     };
     let mut texts: Vec<&str> = Vec::with_capacity(parts.len());
+    let mut images = Vec::new();
     for (j, part) in parts.iter().enumerate() {
         let at = format!("{param}[{j}]");
         let kind = part
@@ -301,7 +311,10 @@ fn content_text(content: Option<&Value>, param: &str) -> Result<String, ApiError
         let field = match kind {
             "input_text" | "output_text" | "text" => "text",
             "refusal" => "refusal",
-            "input_image" => return Err(bad(&at, "image inputs are not supported yet")),
+            "input_image" => {
+                images.push(input_image(part, &at, media)?);
+                continue;
+            }
             "input_file" => return Err(bad(&at, "file inputs are not supported yet")),
             "input_audio" => return Err(bad(&at, "audio inputs are not supported yet")),
             other => {
@@ -317,7 +330,17 @@ fn content_text(content: Option<&Value>, param: &str) -> Result<String, ApiError
             .ok_or_else(|| bad(&format!("{at}.{field}"), format!("a '{kind}' part needs a string '{field}'")))?;
         texts.push(text);
     }
-    Ok(texts.join("\n"))
+    Collector::message_text(&texts, "\n", &images, param)
+}
+
+/// An `input_image` part's placeholder (its image to `media`).
+fn input_image(part: &Value, at: &str, media: &mut Collector<'_>) -> Result<&'static str, ApiError> {
+    if part.get("file_id").is_some_and(|v| !v.is_null()) {
+        return Err(bad(&format!("{at}.file_id"), "images by file_id are not supported; give 'image_url' (a URL)"));
+    }
+    let url = part.get("image_url").and_then(Value::as_str);
+    let url = url.ok_or_else(|| bad(&format!("{at}.image_url"), "an 'input_image' part needs a string 'image_url'"))?;
+    media.image(format!("{at}.image_url"), url)
 }
 
 /// The request's input as stored items (`history::save`): a string as one user message, every

@@ -11,7 +11,10 @@ const QWEN_LIKE: &str = "{%- if messages[0].role == 'system' %}{%- endif %}";
 fn build(instructions: Option<&str>, history: Value, input: Value) -> Result<Conversation, ApiError> {
     let history = history.as_array().cloned().unwrap_or_default();
     let renderer = Renderer::jinja(QWEN_LIKE.into()).unwrap();
-    conversation(instructions, &history, "previous_response_id", read(&input)?, &renderer)
+    let text_only: crate::media::VisionSupport = Err("its config.json has no vision_config".into());
+    let mut media = Collector::new(&text_only, "m");
+    let input = read(&input, &mut media)?;
+    conversation(instructions, &history, "previous_response_id", input, &renderer, &mut media)
 }
 
 #[test]
@@ -159,8 +162,13 @@ fn bad_items_are_refused_naming_the_field() {
         (
             json!([{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
                    {"role": "user", "content": [{"type": "input_image", "image_url": "data:x"}]}]),
-            "input[2].content[0]",
+            "input[2].content[0].image_url",
         ),
+        (
+            json!([{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]),
+            "input[0].content[0].file_id",
+        ),
+        (json!([{"role": "user", "content": [{"type": "input_image"}]}]), "input[0].content[0].image_url"),
         (json!([{"type": "function_call", "name": "f", "arguments": "{}"}]), "input[0].call_id"),
         (json!([{"type": "function_call", "call_id": "c", "arguments": "{}"}]), "input[0].name"),
         (json!([{"type": "function_call", "call_id": "c", "name": "f", "arguments": {}}]), "input[0].arguments"),
@@ -174,9 +182,10 @@ fn bad_items_are_refused_naming_the_field() {
         let e = build(None, json!([]), input.clone()).expect_err(&input.to_string());
         assert_eq!((e.status, e.param.as_deref()), (400, Some(param)), "{input}: {}", e.message);
     }
-    let e = build(None, json!([{"role": "user", "content": [{"type": "input_image"}]}]), json!("x")).unwrap_err();
-    assert_eq!(e.param.as_deref(), Some("previous_response_id[0].content[0]"));
-    assert_eq!(e.message, "image inputs are not supported yet");
+    let image = json!([{"role": "user", "content": [{"type": "input_image", "image_url": "data:x"}]}]);
+    let e = build(None, image, json!("x")).unwrap_err();
+    assert_eq!(e.param.as_deref(), Some("previous_response_id[0].content[0].image_url"));
+    assert_eq!(e.message, "the model 'm' does not take images (its config.json has no vision_config)");
 }
 
 #[test]

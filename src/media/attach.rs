@@ -1,0 +1,152 @@
+//! A request's images, from URLs to the engine's `mm_features`: each item fetched, decoded,
+//! processed and hashed on the side pool (all items at once), then, back on the shard, the
+//! image token of the tokenized prompt expanded once per image (`placeholders::expand`) and
+//! each item's tensors laid out as vLLM's Qwen2-VL field factory lays them out.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use shardgate_fetch::{FetchError, FetchPolicy};
+use shardgate_media::{placeholders, DecodeLimits, MediaError};
+use shardgate_wire::mm::{Feature, Field, Layout, Modality, Tensor};
+
+use super::collect::MediaItem;
+use super::refusal;
+use super::vision::Vision;
+use crate::error::ApiError;
+use crate::pipeline::request::Prompt;
+use crate::shard::ShardCtx;
+
+/// One image, processed (on a pool thread).
+struct Image {
+    pixel_values: Tensor,
+    grid_thw: [u32; 3],
+    tokens: usize,
+    hash: String,
+}
+
+/// A request's images, processed and ready to attach to its prompt (once, or again for each
+/// turn of a tool loop: the tensors are shared, not copied).
+#[derive(Default)]
+pub struct Processed(Vec<Image>);
+
+enum Refused {
+    Fetch(FetchError),
+    Media(MediaError),
+}
+
+/// The prompt with its images: the placeholders expanded and the items in `mm_features`. An
+/// image the client can fix is a 400 naming its part; a full pool a 503.
+pub async fn attach(
+    ctx: &ShardCtx,
+    vision: &Arc<Vision>,
+    items: &[MediaItem],
+    prompt: Prompt,
+) -> Result<Prompt, ApiError> {
+    let images = process(ctx, vision, items).await?;
+    expand(vision, items, &images, prompt)
+}
+
+/// `prompt`, tokenized with one image token per item, with each expanded and the items attached.
+pub fn expand(vision: &Vision, items: &[MediaItem], images: &Processed, prompt: Prompt) -> Result<Prompt, ApiError> {
+    let Processed(images) = images;
+    if images.is_empty() {
+        return Ok(prompt);
+    }
+    let tokens: Vec<usize> = images.iter().map(|i| i.tokens).collect();
+    let (ids, ranges) =
+        placeholders::expand(&prompt.token_ids, vision.image_token_id, &tokens).map_err(|e| match e {
+            MediaError::Placeholders { found, .. } => refusal::media(&items[found.min(items.len() - 1)].at, &e),
+            other => refusal::media(&items[0].at, &other),
+        })?;
+    let features = features(images, &ranges);
+    Ok(Prompt { token_ids: Rc::from(ids), mm_features: features, ..prompt })
+}
+
+/// Every item on the pool at once, the answers awaited in order; the first refusal (in
+/// request order) is the answer.
+pub async fn process(ctx: &ShardCtx, vision: &Arc<Vision>, items: &[MediaItem]) -> Result<Processed, ApiError> {
+    if items.is_empty() {
+        return Ok(Processed::default());
+    }
+    let mut pending = Vec::with_capacity(items.len());
+    for item in items {
+        let (url, policy, vision) = (item.url.clone(), ctx.shared.config.media_fetch.clone(), vision.clone());
+        let rx = ctx.shared.media_pool.submit(move || process_one(&url, &policy, &vision)).map_err(|_| {
+            tracing::warn!("image refused: {}: the media pool's queue is full", item.at);
+            ApiError::unavailable("the gateway is busy processing images; retry shortly")
+        })?;
+        pending.push(rx);
+    }
+    let mut images = Vec::with_capacity(items.len());
+    for (item, rx) in items.iter().zip(pending) {
+        match rx.recv().await {
+            Some(Ok(image)) => images.push(image),
+            Some(Err(Refused::Fetch(e))) => return Err(refusal::fetch(&item.at, &e)),
+            Some(Err(Refused::Media(e))) => return Err(refusal::media(&item.at, &e)),
+            None => return Err(ApiError::internal(format!("{}: the image was not processed", item.at))),
+        }
+    }
+    Ok(Processed(images))
+}
+
+/// What a pool thread does for one item.
+fn process_one(url: &str, policy: &FetchPolicy, vision: &Vision) -> Result<Image, Refused> {
+    let fetched = shardgate_fetch::fetch(url, policy).map_err(Refused::Fetch)?;
+    let decoded = shardgate_media::decode(&fetched.bytes, &DecodeLimits::default()).map_err(Refused::Media)?;
+    let processed = vision.processor.process(&decoded.image).map_err(Refused::Media)?;
+    let grid_thw = processed.grid_thw.ok_or_else(|| unprocessable(&decoded.image))?;
+    Ok(Image {
+        pixel_values: Tensor::f32(processed.shape.iter().map(|&d| d as u64).collect(), &processed.pixel_values),
+        grid_thw,
+        tokens: processed.tokens,
+        hash: shardgate_media::image_hash(&vision.model_id, &fetched.bytes, decoded.converted),
+    })
+}
+
+fn unprocessable(image: &shardgate_media::RgbImage) -> Refused {
+    Refused::Media(MediaError::Unprocessable {
+        width: image.width,
+        height: image.height,
+        detail: "the model's processor gives no image grid".into(),
+    })
+}
+
+/// The items as vLLM's Qwen2-VL field factory makes them: `pixel_values` flat along rows (each
+/// item carries every item's row slice of the request's concatenation), `image_grid_thw`
+/// batched and kept on the CPU.
+fn features(images: &[Image], ranges: &[placeholders::PlaceholderRange]) -> Rc<[Feature]> {
+    let mut slices = Vec::with_capacity(images.len());
+    let mut start = 0;
+    for image in images {
+        let rows = image.pixel_values.shape.first().copied().unwrap_or(0);
+        slices.push((start, start + rows));
+        start += rows;
+    }
+    images
+        .iter()
+        .zip(ranges)
+        .map(|(image, range)| {
+            let pixel_values = Field {
+                key: "pixel_values",
+                data: image.pixel_values.clone(),
+                layout: Layout::Flat { slices: slices.clone(), dim: 0 },
+                keep_on_cpu: false,
+            };
+            let grid = image.grid_thw.map(i64::from);
+            let image_grid_thw = Field {
+                key: "image_grid_thw",
+                data: Tensor::i64(vec![3], &grid),
+                layout: Layout::Batched,
+                keep_on_cpu: true,
+            };
+            Feature {
+                modality: Modality::Image,
+                fields: Some(Arc::from([pixel_values, image_grid_thw])),
+                hash: image.hash.clone(),
+                offset: range.offset as u32,
+                length: range.length as u32,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,60 @@
+//! What a model needs to take images, read once at load from its directory: the image
+//! processor (`preprocessor_config.json`, with `config.json` for the tower's patch size), the
+//! image token the placeholders expand, and the placeholder text the template gets. Only the
+//! Qwen-VL family's placeholder expansion is ported; another processor is a model that takes
+//! no images, said so.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::Value;
+use shardgate_media::ImageProcessor;
+use shardgate_text::tokenizer::Tokenizer;
+
+/// The image side of a vision model.
+#[derive(Debug)]
+pub struct Vision {
+    pub processor: ImageProcessor,
+    /// The token each image's placeholder expands to copies of.
+    pub image_token_id: u32,
+    /// What stands for one image in a string-content message (vLLM's
+    /// `get_placeholder_str`).
+    pub placeholder: &'static str,
+    /// The engine's `--model` value, part of vLLM's item hash.
+    pub model_id: String,
+}
+
+/// A model's vision, or why it takes no images (said in the 400 naming the model).
+pub type VisionSupport = Result<Arc<Vision>, String>;
+
+/// The Qwen-VL family's placeholder and image token.
+const QWEN_PLACEHOLDER: &str = "<|vision_start|><|image_pad|><|vision_end|>";
+const QWEN_IMAGE_TOKEN: &str = "<|image_pad|>";
+
+impl Vision {
+    pub fn load(model_dir: &Path, model_id: &str, tokenizer: &Tokenizer) -> VisionSupport {
+        let config_text = std::fs::read_to_string(model_dir.join("config.json")).unwrap_or_default();
+        let config: Value = serde_json::from_str(&config_text).unwrap_or(Value::Null);
+        if config.get("vision_config").is_none() {
+            return Err("its config.json has no vision_config".into());
+        }
+        let preprocessor = std::fs::read_to_string(model_dir.join("preprocessor_config.json"))
+            .map_err(|e| format!("its preprocessor_config.json cannot be read: {e}"))?;
+        let processor = ImageProcessor::from_configs(&preprocessor, Some(&config_text)).map_err(|e| e.to_string())?;
+        if !matches!(processor, ImageProcessor::QwenVl(_)) {
+            return Err("only the Qwen-VL family's image processor is served so far".into());
+        }
+        let image_token_id = config
+            .get("image_token_id")
+            .and_then(Value::as_u64)
+            .and_then(|id| u32::try_from(id).ok())
+            .or_else(|| tokenizer.token_to_id(QWEN_IMAGE_TOKEN))
+            .ok_or_else(|| format!("its tokenizer has no {QWEN_IMAGE_TOKEN} token"))?;
+        Ok(Arc::new(Vision {
+            processor,
+            image_token_id,
+            placeholder: QWEN_PLACEHOLDER,
+            model_id: model_id.to_string(),
+        }))
+    }
+}

@@ -1,0 +1,277 @@
+//! Images in chat requests, end to end against the simulator: the gateway fetches, decodes and
+//! processes each `image_url` part, expands the model's image token in the prompt and sends
+//! the tensors in `mm_features`; the simulator checks every tensor against its shape and every
+//! placeholder range against the prompt, and records what it got. Every refusal is a 400
+//! naming the part, with a log line, and nothing reaches the engine.
+
+mod common;
+
+use base64::Engine as _;
+use common::{Gateway, Options};
+use serde_json::{json, Value};
+
+/// The Qwen2-VL model card's processor values, `max_pixels` lowered to 64 merged patches (as
+/// the tiny vision model of the real-vLLM tests has them).
+const PREPROCESSOR: &str = r#"{"min_pixels": 3136, "max_pixels": 50176, "patch_size": 14,
+  "temporal_patch_size": 2, "merge_size": 2, "image_mean": [0.48145466, 0.4578275, 0.40821073],
+  "image_std": [0.26862954, 0.26130258, 0.27577711], "image_processor_type": "Qwen2VLImageProcessor"}"#;
+
+/// The demo model (Qwen3's tokenizer, which has Qwen2-VL's vision tokens) with a vision tower
+/// named in its config and the processor's config beside it.
+fn vision_model() -> std::path::PathBuf {
+    let config = json!({"vision_config": {"patch_size": 14, "spatial_merge_size": 2}, "image_token_id": 151655});
+    let dir = common::model_dir_with("vision", &config);
+    std::fs::write(dir.join("preprocessor_config.json"), PREPROCESSOR).unwrap();
+    dir
+}
+
+fn vision_gateway() -> Gateway {
+    Gateway::start_with(Options { model_path: Some(vision_model()), ..Default::default() })
+}
+
+/// An RGB PNG of `w`×`h` (a gradient).
+fn png(w: u32, h: u32) -> Vec<u8> {
+    let pixels: Vec<u8> =
+        (0..h).flat_map(|y| (0..w).flat_map(move |x| [(x * 255 / w) as u8, (y * 255 / h) as u8, 128])).collect();
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, w, h);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut writer = enc.write_header().unwrap();
+    writer.write_image_data(&pixels).unwrap();
+    writer.finish().unwrap();
+    out
+}
+
+fn data_url(media_type: &str, bytes: &[u8]) -> String {
+    format!("data:{media_type};base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+fn image_part(url: &str) -> Value {
+    json!({"type": "image_url", "image_url": {"url": url, "detail": "high"}})
+}
+
+fn chat(messages: Value) -> Value {
+    json!({"model": "test-model", "messages": messages, "max_tokens": 4, "temperature": 0})
+}
+
+/// The prompt's length with each image as its one unexpanded placeholder token.
+fn unexpanded_len(g: &Gateway, messages: &Value) -> u64 {
+    let r = g.post_json("/tokenize", &json!({"model": "test-model", "messages": messages}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["count"].as_u64().unwrap()
+}
+
+/// Image sizes, and the placeholder tokens each costs.
+type ImageCase = (&'static [(u32, u32)], &'static [u64]);
+
+#[test]
+fn images_expand_their_placeholders_and_reach_the_engine() {
+    let g = vision_gateway();
+    // (sizes, the placeholder tokens each costs: smart_resize to multiples of 28 within
+    // 3136..50176 pixels, then (h/14)·(w/14)/4, worked out by hand).
+    let cases: [ImageCase; 3] = [
+        (&[(96, 64)], &[6]),                               // 84×56
+        (&[(28, 28), (300, 200)], &[4, 54]),               // 56×56 (raised to min_pixels); 252×168 (capped)
+        (&[(640, 64), (64, 640), (96, 64)], &[46, 46, 6]), // 644×56, 56×644, 84×56
+    ];
+    for (sizes, tokens) in cases {
+        let mut content: Vec<Value> =
+            sizes.iter().map(|&(w, h)| image_part(&data_url("image/png", &png(w, h)))).collect();
+        content.push(json!({"type": "text", "text": "Describe."}));
+        let messages = json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": content}]);
+        let before = g.adds().len();
+        let r = g.post_json("/v1/chat/completions", &chat(messages.clone()));
+        assert_eq!(r.status, 200, "{sizes:?}: {}", r.text());
+        let expanded: u64 = tokens.iter().map(|t| t - 1).sum();
+        let prompt_tokens = r.json()["usage"]["prompt_tokens"].as_u64().unwrap();
+        assert_eq!(prompt_tokens, unexpanded_len(&g, &messages) + expanded, "{sizes:?}");
+        let adds = g.adds();
+        assert_eq!(adds.len(), before + 1, "{sizes:?}");
+        let add = &adds[before];
+        assert_eq!(add["prompt_len"].as_u64(), Some(prompt_tokens), "{sizes:?}");
+        let mm = &add["mm"];
+        assert_eq!(mm["items"].as_u64(), Some(sizes.len() as u64), "{sizes:?}");
+        let lengths: Vec<u64> = mm["ranges"].as_array().unwrap().iter().map(|r| r[1].as_u64().unwrap()).collect();
+        assert_eq!(lengths, tokens, "{sizes:?}");
+        // Each image's placeholders follow the previous one's <|vision_end|><|vision_start|>.
+        let offsets: Vec<u64> = mm["ranges"].as_array().unwrap().iter().map(|r| r[0].as_u64().unwrap()).collect();
+        for i in 1..offsets.len() {
+            assert_eq!(
+                offsets[i],
+                offsets[i - 1] + lengths[i - 1] + 3,
+                "{sizes:?}: the placeholders are \\n-separated"
+            );
+        }
+        assert_eq!(mm["hashes"].as_array().unwrap().len(), sizes.len());
+    }
+}
+
+#[test]
+fn the_same_image_hashes_the_same_and_a_different_one_differently() {
+    let g = vision_gateway();
+    let (a, b) = (data_url("image/png", &png(96, 64)), data_url("image/png", &png(64, 96)));
+    let content = json!([image_part(&a), image_part(&b), image_part(&a), {"type": "text", "text": "Compare."}]);
+    let r = g.post_json("/v1/chat/completions", &chat(json!([{"role": "user", "content": content}])));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let hashes = g.adds()[0]["mm"]["hashes"].clone();
+    assert_eq!(hashes[0], hashes[2]);
+    assert_ne!(hashes[0], hashes[1]);
+}
+
+/// A PNG signature and an `IHDR` claiming `w`×`h` (its CRC right), no image data.
+fn png_header(w: u32, h: u32) -> Vec<u8> {
+    let mut bytes = png(1, 1)[..33].to_vec();
+    bytes[16..20].copy_from_slice(&w.to_be_bytes());
+    bytes[20..24].copy_from_slice(&h.to_be_bytes());
+    let crc = crc32(&bytes[12..29]);
+    bytes[29..33].copy_from_slice(&crc.to_be_bytes());
+    bytes
+}
+
+/// PNG's CRC-32 (ISO 3309), bit by bit.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in bytes {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 == 1 { 0xedb8_8320 ^ (c >> 1) } else { c >> 1 };
+        }
+    }
+    !c
+}
+
+#[test]
+fn every_refused_image_is_a_400_naming_its_part() {
+    let g = vision_gateway();
+    let ok = image_part(&data_url("image/png", &png(32, 32)));
+    let placeholder = "<|vision_start|><|image_pad|><|vision_end|>";
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (image_part("ftp://example.com/a.png"), "messages[0].content[0].image_url", "scheme 'ftp'"),
+        (image_part("data:image/png;base64,@@@"), "messages[0].content[0].image_url", "invalid data URL"),
+        (
+            image_part(&data_url("text/plain", b"hello")),
+            "messages[0].content[0].image_url",
+            "not PNG, JPEG, WebP or GIF",
+        ),
+        (
+            image_part(&data_url("image/png", &png_header(8000, 8000))),
+            "messages[0].content[0].image_url",
+            "more than the limit of 33554432 pixels",
+        ),
+        (
+            image_part(&data_url("image/png", &png(32, 32)[..60])),
+            "messages[0].content[0].image_url",
+            "cannot be decoded",
+        ),
+        (image_part(&data_url("image/png", &png(1, 250))), "messages[0].content[0].image_url", "aspect ratio"),
+        (image_part(""), "messages[0].content[0].image_url", "the image URL is empty"),
+        (json!({"type": "image_url", "image_url": "x"}), "messages[0].content[0].image_url", "a string 'url'"),
+        (json!({"type": "image_url"}), "messages[0].content[0].image_url", "a string 'url'"),
+    ];
+    for (part, at, says) in cases {
+        let r = g.post_json("/v1/chat/completions", &chat(json!([{"role": "user", "content": [part]}])));
+        assert_eq!(r.status, 400, "{at}: {}", r.text());
+        let e = &r.json()["error"];
+        assert_eq!(e["param"], at, "{says}: {e}");
+        assert!(e["message"].as_str().unwrap().contains(says), "{says}: {e}");
+    }
+    // A refusal names the part where it is, after good ones.
+    let second = json!([{"role": "user", "content": "hi"},
+                        {"role": "user", "content": [ok.clone(), image_part("ftp://x/y.png")]}]);
+    let r = g.post_json("/v1/chat/completions", &chat(second));
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("messages[1].content[1].image_url")));
+    // More placeholders written in the text than images.
+    let text = json!({"type": "text", "text": format!("{placeholder} and {placeholder}")});
+    let r = g.post_json("/v1/chat/completions", &chat(json!([{"role": "user", "content": [ok, text]}])));
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("messages.[0].content")), "{}", r.text());
+    assert!(g.adds().is_empty(), "a refused request reached the engine");
+    let logs = g.logs();
+    for at in ["messages[0].content[0].image_url: cannot fetch the image", "messages[1].content[1].image_url"] {
+        assert!(logs.contains(&format!("image refused: {at}")), "no log line for {at}");
+    }
+    // The gateway still serves.
+    let r = g.post_json("/v1/chat/completions", &chat(json!([{"role": "user", "content": "hi"}])));
+    assert_eq!(r.status, 200);
+}
+
+#[test]
+fn a_model_without_a_vision_tower_refuses_images_naming_the_model() {
+    let g = Gateway::start();
+    let content = json!([image_part(&data_url("image/png", &png(32, 32))), {"type": "text", "text": "?"}]);
+    let r = g.post_json("/v1/chat/completions", &chat(json!([{"role": "user", "content": content}])));
+    assert_eq!(r.status, 400);
+    let e = &r.json()["error"];
+    assert_eq!(e["param"], "messages[0].content[0].image_url");
+    assert_eq!(e["message"], "the model 'test-model' does not take images (its config.json has no vision_config)");
+}
+
+#[test]
+fn messages_image_blocks_take_the_same_path() {
+    let g = vision_gateway();
+    let data = base64::engine::general_purpose::STANDARD.encode(png(96, 64));
+    let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}});
+    let messages = json!([{"role": "user", "content": [image, {"type": "text", "text": "Describe."}]}]);
+    let body = json!({"model": "test-model", "max_tokens": 4, "messages": messages});
+    let counted = g.post_json("/v1/messages/count_tokens", &json!({"model": "test-model", "messages": messages}));
+    assert_eq!(counted.status, 200, "{}", counted.text());
+    let r = g.post_json("/v1/messages", &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    // 96×64 → 84×56: 6 placeholder tokens where count_tokens counts the one unexpanded.
+    let input_tokens = r.json()["usage"]["input_tokens"].as_u64().unwrap();
+    assert_eq!(input_tokens, counted.json()["input_tokens"].as_u64().unwrap() + 5);
+    let add = &g.adds()[0];
+    assert_eq!((add["mm"]["items"].as_u64(), add["prompt_len"].as_u64()), (Some(1), Some(input_tokens)));
+    assert_eq!(add["mm"]["ranges"][0][1], 6);
+
+    let refusals = [
+        (json!({"type": "url", "url": "ftp://example.com/a.png"}), "messages.0.content.0.source", "scheme 'ftp'"),
+        (
+            json!({"type": "base64", "media_type": "image/png", "data": "@@"}),
+            "messages.0.content.0.source",
+            "invalid data URL",
+        ),
+        (json!({"type": "file", "file_id": "f"}), "messages.0.content.0.source.type", "'file'"),
+    ];
+    for (source, at, says) in refusals {
+        let messages = json!([{"role": "user", "content": [{"type": "image", "source": source}]}]);
+        let r = g.post_json("/v1/messages", &json!({"model": "test-model", "max_tokens": 4, "messages": messages}));
+        assert_eq!(r.status, 400, "{at}: {}", r.text());
+        let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.starts_with(at) && message.contains(says), "{says}: {message}");
+    }
+    assert_eq!(g.adds().len(), 1, "a refused request reached the engine");
+}
+
+#[test]
+fn responses_input_images_take_the_same_path_with_their_history() {
+    let g = vision_gateway();
+    let url = data_url("image/png", &png(96, 64));
+    let turn = |text: &str, url: &str| {
+        json!([{"role": "user", "content": [{"type": "input_image", "image_url": url, "detail": "auto"},
+                                            {"type": "input_text", "text": text}]}])
+    };
+    let first = json!({"model": "test-model", "input": turn("Describe.", &url), "max_output_tokens": 4});
+    let r = g.post_json("/v1/responses", &first);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let add = &g.adds()[0];
+    assert_eq!(add["prompt_len"], r.json()["usage"]["input_tokens"]);
+    assert_eq!((add["mm"]["items"].as_u64(), add["mm"]["ranges"][0][1].as_u64()), (Some(1), Some(6)));
+    // A continuation carries the stored image before its own (a 28×28 one: 4 tokens).
+    let next = json!({"model": "test-model", "previous_response_id": id, "max_output_tokens": 4,
+                      "input": turn("And this?", &data_url("image/png", &png(28, 28)))});
+    let r = g.post_json("/v1/responses", &next);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let lengths: Vec<u64> =
+        g.adds()[1]["mm"]["ranges"].as_array().unwrap().iter().map(|r| r[1].as_u64().unwrap()).collect();
+    assert_eq!(lengths, [6, 4]);
+
+    let by_file = json!([{"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}]);
+    let bad = json!([{"role": "user", "content": [{"type": "input_image", "image_url": "ftp://x/y.png"}]}]);
+    for (input, at) in [(by_file, "input[0].content[0].file_id"), (bad, "input[0].content[0].image_url")] {
+        let r = g.post_json("/v1/responses", &json!({"model": "test-model", "input": input}));
+        assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some(at)), "{}", r.text());
+    }
+    assert_eq!(g.adds().len(), 2, "a refused request reached the engine");
+}
