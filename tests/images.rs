@@ -275,3 +275,77 @@ fn responses_input_images_take_the_same_path_with_their_history() {
     }
     assert_eq!(g.adds().len(), 2, "a refused request reached the engine");
 }
+
+/// A one-thread HTTP/1.1 server: `/cat.png` is `body`, anything else a 404.
+fn serve_png(body: Vec<u8>) -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream);
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let mut stream = reader.into_inner();
+            let head = if request_line.starts_with("GET /cat.png ") {
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: image/png\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                )
+            } else {
+                "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_string()
+            };
+            let _ = stream.write_all(head.as_bytes());
+            if request_line.starts_with("GET /cat.png ") {
+                let _ = stream.write_all(&body);
+            }
+        }
+    });
+    port
+}
+
+/// `http(s)` and `file:` image URLs go through the fetcher under the operator's flags: the
+/// bytes behind them are the image (the same hash as the same bytes in a data URL), and each
+/// refusal of the policy is a 400 naming the part.
+#[test]
+fn http_and_file_urls_are_fetched_under_the_operators_flags() {
+    let image = png(96, 64);
+    let port = serve_png(image.clone());
+    let dir = common::test_dir().join("media");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cat.png"), &image).unwrap();
+    let args = ["--allowed-local-media-path", dir.to_str().unwrap(), "--allowed-media-domains", "127.0.0.1"];
+    let g = Gateway::start_with(Options {
+        model_path: Some(vision_model()),
+        gateway_args: args.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    });
+    let hash_of = |url: &str| {
+        let before = g.adds().len();
+        let content = json!([image_part(url), {"type": "text", "text": "Describe."}]);
+        let r = g.post_json("/v1/chat/completions", &chat(json!([{"role": "user", "content": content}])));
+        assert_eq!(r.status, 200, "{url}: {}", r.text());
+        g.adds()[before]["mm"]["hashes"][0].clone()
+    };
+    let inline = hash_of(&data_url("image/png", &image));
+    assert_eq!(hash_of(&format!("http://127.0.0.1:{port}/cat.png")), inline);
+    assert_eq!(hash_of(&format!("file://{}", dir.join("cat.png").display())), inline);
+    let refused = [
+        (format!("http://localhost:{port}/cat.png"), "allowed domains"),
+        (format!("http://127.0.0.1:{port}/missing.png"), "HTTP 404"),
+        ("file:///etc/passwd".to_string(), "messages[0].content[0].image_url"),
+    ];
+    for (url, says) in refused {
+        let r = g.post_json("/v1/chat/completions", &chat(json!([{"role": "user", "content": [image_part(&url)]}])));
+        assert_eq!(r.status, 400, "{url}: {}", r.text());
+        let e = &r.json()["error"];
+        assert_eq!(e["param"], "messages[0].content[0].image_url", "{url}: {e}");
+        assert!(e.to_string().contains(says), "{url}: {says}: {e}");
+    }
+}
