@@ -276,6 +276,12 @@ pub struct GatewayArgs {
     /// The most bytes of one media item (an image's file, a data URL's decoded bytes).
     #[arg(long = "max-media-bytes", default_value_t = shardgate_fetch::limits::media_bytes_max)]
     pub max_media_bytes: usize,
+    /// Whether the engine rescales and normalises images on its device (vLLM's
+    /// `--mm-device-do-normalize`): then the gateway sends raw `uint8` pixels, else normalised
+    /// `float32` ones. Must match the engine. Unset: vLLM's default (on for the Qwen2-VL,
+    /// Qwen2.5-VL and Qwen3-VL architectures since vLLM 0.28 / 0.32).
+    #[arg(long = "mm-device-do-normalize", value_name = "BOOL")]
+    pub mm_device_do_normalize: Option<bool>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -505,6 +511,8 @@ pub struct Config {
     pub mcp: Mcp,
     /// What fetching a request's media URLs may do.
     pub media_fetch: shardgate_fetch::FetchPolicy,
+    /// `--mm-device-do-normalize`; `None` decides from the model's architecture.
+    pub mm_device_do_normalize: Option<bool>,
 }
 
 /// The MCP servers and bounds (`--mcp-*`).
@@ -787,6 +795,7 @@ impl Config {
             history: g.history_backend.in_directory(&g.data_dir.clone().unwrap_or_else(default_data_dir)),
             mcp,
             media_fetch: media_fetch(g)?,
+            mm_device_do_normalize: g.mm_device_do_normalize,
         })
     }
 }

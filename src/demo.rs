@@ -130,5 +130,6 @@ fn demo_config(args: &DemoArgs, ports: &DemoPorts, model_dir: std::path::PathBuf
         history: shardgate_store::Backend::Memory,
         mcp: Default::default(),
         media_fetch: Default::default(),
+        mm_device_do_normalize: None,
     }
 }

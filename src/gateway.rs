@@ -79,9 +79,19 @@ fn run_gateway(config: Config, companion: CompanionSlot) -> Result<(), StartupEr
                 let loaded = ModelAssets::load(&source).map(Arc::new);
                 if let Ok(m) = &loaded {
                     let model_id = source.model_path.display().to_string();
-                    let vision = crate::media::Vision::load(&source.model_path, &model_id, &m.tokenizer);
+                    let vision = crate::media::Vision::load(
+                        &source.model_path,
+                        &model_id,
+                        &m.tokenizer,
+                        shared.config.mm_device_do_normalize,
+                    );
                     match &vision {
-                        Ok(v) => tracing::info!("{} takes images (image token {})", m.served_name, v.image_token_id),
+                        Ok(v) => tracing::info!(
+                            "{} takes images (image token {}; pixels sent {})",
+                            m.served_name,
+                            v.image_token_id,
+                            if v.device_normalize { "raw, the engine normalises them" } else { "normalised" }
+                        ),
                         Err(why) => tracing::info!("{} takes no images: {why}", m.served_name),
                     }
                     shared.set_vision(vision);

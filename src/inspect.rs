@@ -30,7 +30,7 @@ pub fn render_templates(args: &TemplateArgs) -> Result<(), StartupError> {
         TemplateError::Missing => StartupError::NoChatTemplate,
         e => e.into(),
     })?;
-    let vision = crate::media::Vision::load(&model_path, &model_path.display().to_string(), &model.tokenizer);
+    let vision = crate::media::Vision::load(&model_path, &model_path.display().to_string(), &model.tokenizer, None);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     for line in std::io::stdin().lock().lines() {

@@ -19,8 +19,16 @@ const PREPROCESSOR: &str = r#"{"min_pixels": 3136, "max_pixels": 50176, "patch_s
 /// The demo model (Qwen3's tokenizer, which has Qwen2-VL's vision tokens) with a vision tower
 /// named in its config and the processor's config beside it.
 fn vision_model() -> std::path::PathBuf {
-    let config = json!({"vision_config": {"patch_size": 14, "spatial_merge_size": 2}, "image_token_id": 151655});
-    let dir = common::model_dir_with("vision", &config);
+    vision_model_as("vision", None)
+}
+
+/// The same, under `architectures` when given (which decides where vLLM normalises pixels).
+fn vision_model_as(name: &str, architecture: Option<&str>) -> std::path::PathBuf {
+    let mut config = json!({"vision_config": {"patch_size": 14, "spatial_merge_size": 2}, "image_token_id": 151655});
+    if let Some(a) = architecture {
+        config["architectures"] = json!([a]);
+    }
+    let dir = common::model_dir_with(name, &config);
     std::fs::write(dir.join("preprocessor_config.json"), PREPROCESSOR).unwrap();
     dir
 }
@@ -347,5 +355,35 @@ fn http_and_file_urls_are_fetched_under_the_operators_flags() {
         let e = &r.json()["error"];
         assert_eq!(e["param"], "messages[0].content[0].image_url", "{url}: {e}");
         assert!(e.to_string().contains(says), "{url}: {says}: {e}");
+    }
+}
+
+/// vLLM (0.28 on) normalises the Qwen-VL family's pixels on its device by default
+/// (`--mm-device-do-normalize`) and then takes them raw, as `uint8`: the gateway sends them so
+/// for those architectures, `float32` normalised ones otherwise, and the flag decides where
+/// given (it must match the engine's).
+#[test]
+fn pixels_go_raw_where_the_engine_normalises_them() {
+    const QWEN2_VL: Option<&str> = Some("Qwen2VLForConditionalGeneration");
+    // (model directory, architecture, flag, bytes per sample); a 96×64 image is 24 rows of 1176
+    // samples, and its grid three int64s.
+    let cases: [(&str, Option<&str>, Option<&str>, usize); 4] = [
+        ("vision-any", None, None, 4),
+        ("vision-qwen2", QWEN2_VL, None, 1),
+        ("vision-qwen2-off", QWEN2_VL, Some("false"), 4),
+        ("vision-any-on", None, Some("true"), 1),
+    ];
+    for (name, architecture, flag, width) in cases {
+        let gateway_args =
+            flag.map(|f| vec!["--mm-device-do-normalize".to_string(), f.to_string()]).unwrap_or_default();
+        let g = Gateway::start_with(Options {
+            model_path: Some(vision_model_as(name, architecture)),
+            gateway_args,
+            ..Default::default()
+        });
+        let content = json!([image_part(&data_url("image/png", &png(96, 64))), {"type": "text", "text": "Describe."}]);
+        let r = g.post_json("/v1/chat/completions", &chat(json!([{"role": "user", "content": content}])));
+        assert_eq!(r.status, 200, "{name}: {}", r.text());
+        assert_eq!(g.adds()[0]["mm"]["tensor_bytes"].as_u64(), Some((24 * 1176 * width + 3 * 8) as u64), "{name}");
     }
 }

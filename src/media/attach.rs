@@ -97,11 +97,23 @@ fn process_one(url: &str, policy: &FetchPolicy, vision: &Vision) -> Result<Image
     let processed = vision.processor.process(&decoded.image).map_err(Refused::Media)?;
     let grid_thw = processed.grid_thw.ok_or_else(|| unprocessable(&decoded.image))?;
     Ok(Image {
-        pixel_values: Tensor::f32(processed.shape.iter().map(|&d| d as u64).collect(), &processed.pixel_values),
+        pixel_values: pixel_tensor(&processed, vision.device_normalize),
         grid_thw,
         tokens: processed.tokens,
         hash: shardgate_media::image_hash(&vision.model_id, &fetched.bytes, decoded.converted),
     })
+}
+
+/// `pixel_values` as the engine takes them: normalised `float32`, or the raw samples as `uint8`
+/// where it normalises on its device (the processor then left them as exact integers).
+fn pixel_tensor(processed: &shardgate_media::Processed, raw: bool) -> Tensor {
+    let shape = processed.shape.iter().map(|&d| d as u64).collect();
+    if raw {
+        let samples: Vec<u8> = processed.pixel_values.iter().map(|&v| v as u8).collect();
+        Tensor::u8(shape, &samples)
+    } else {
+        Tensor::f32(shape, &processed.pixel_values)
+    }
 }
 
 fn unprocessable(image: &shardgate_media::RgbImage) -> Refused {

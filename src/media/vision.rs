@@ -22,6 +22,8 @@ pub struct Vision {
     pub placeholder: &'static str,
     /// The engine's `--model` value, part of vLLM's item hash.
     pub model_id: String,
+    /// The engine rescales and normalises on its device: `pixel_values` go as raw `uint8`.
+    pub device_normalize: bool,
 }
 
 /// A model's vision, or why it takes no images (said in the 400 naming the model).
@@ -32,7 +34,14 @@ const QWEN_PLACEHOLDER: &str = "<|vision_start|><|image_pad|><|vision_end|>";
 const QWEN_IMAGE_TOKEN: &str = "<|image_pad|>";
 
 impl Vision {
-    pub fn load(model_dir: &Path, model_id: &str, tokenizer: &Tokenizer) -> VisionSupport {
+    /// `device_normalize` is `--mm-device-do-normalize`; unset, vLLM's default for the
+    /// model's architecture.
+    pub fn load(
+        model_dir: &Path,
+        model_id: &str,
+        tokenizer: &Tokenizer,
+        device_normalize: Option<bool>,
+    ) -> VisionSupport {
         let config_text = std::fs::read_to_string(model_dir.join("config.json")).unwrap_or_default();
         let config: Value = serde_json::from_str(&config_text).unwrap_or(Value::Null);
         if config.get("vision_config").is_none() {
@@ -50,11 +59,29 @@ impl Vision {
             .and_then(|id| u32::try_from(id).ok())
             .or_else(|| tokenizer.token_to_id(QWEN_IMAGE_TOKEN))
             .ok_or_else(|| format!("its tokenizer has no {QWEN_IMAGE_TOKEN} token"))?;
+        let device_normalize = device_normalize.unwrap_or_else(|| normalizes_on_device(&config));
+        let processor = if device_normalize { processor.without_normalize() } else { processor };
         Ok(Arc::new(Vision {
             processor,
             image_token_id,
             placeholder: QWEN_PLACEHOLDER,
             model_id: model_id.to_string(),
+            device_normalize,
         }))
     }
+}
+
+/// vLLM's default `mm_device_do_normalize` for a model: on where the architecture supports it
+/// (`supports_mm_device_do_normalize`: Qwen2-VL and Qwen2.5-VL since 0.28, Qwen3-VL since
+/// 0.32); the engine then takes raw pixels and normalises them itself.
+fn normalizes_on_device(config: &Value) -> bool {
+    const ARCHITECTURES: [&str; 4] = [
+        "Qwen2VLForConditionalGeneration",
+        "Qwen2_5_VLForConditionalGeneration",
+        "Qwen3VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration",
+    ];
+    config["architectures"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|n| n.as_str().is_some_and(|n| ARCHITECTURES.contains(&n))))
 }

@@ -148,3 +148,28 @@ fn video_configs_and_refusals() {
     let out = video.process_video(&[frame(64, 48), frame(64, 48), frame(64, 48)]).expect("video");
     assert_eq!((out.grid_thw, out.tokens), (Some([2, 20, 28]), 280));
 }
+
+/// With its normalisation off, a processor gives the resized samples themselves (what an engine
+/// normalising on its device takes as `uint8`): exact integers, each the normalised value's
+/// sample (`(x / 255 - mean) / std` in its channel).
+#[test]
+fn without_normalize_gives_the_samples_the_normalised_values_come_from() {
+    let (width, height) = (97u32, 61u32);
+    let pixels = (0..width * height * 3).map(|i| (i * 7 % 251) as u8).collect();
+    let image = RgbImage { width, height, pixels };
+    for name in ["qwen2-vl.json", "qwen3-vl.json"] {
+        let normalised = ImageProcessor::QwenVl(qwen(name));
+        let raw = normalised.clone().without_normalize();
+        let (n, r) = (normalised.process(&image).expect(name), raw.process(&image).expect(name));
+        assert_eq!((n.shape.clone(), n.grid_thw), (r.shape.clone(), r.grid_thw), "{name}");
+        let p = qwen(name);
+        let (mean, std) = p.normalize.mean_std.expect(name);
+        let per_channel = (p.temporal_patch_size * p.patch_size * p.patch_size) as usize;
+        for (i, (&x, &y)) in r.pixel_values.iter().zip(&n.pixel_values).enumerate() {
+            assert!(x.fract() == 0.0 && (0.0..=255.0).contains(&x), "{name}: sample {i} is {x}");
+            let c = i % (3 * per_channel) / per_channel;
+            let expected = (x / 255.0 - mean[c]) / std[c];
+            assert!((expected - y).abs() < 1e-5, "{name}: sample {i}: {x} normalises to {expected}, not {y}");
+        }
+    }
+}

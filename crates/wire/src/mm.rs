@@ -9,6 +9,9 @@ use std::sync::Arc;
 pub enum DType {
     F32,
     I64,
+    /// Raw pixels, for an engine that rescales and normalises on its device (vLLM's
+    /// `--mm-device-do-normalize`).
+    U8,
 }
 
 impl DType {
@@ -16,6 +19,7 @@ impl DType {
         match self {
             DType::F32 => "float32",
             DType::I64 => "int64",
+            DType::U8 => "uint8",
         }
     }
 
@@ -23,6 +27,7 @@ impl DType {
         match self {
             DType::F32 => 4,
             DType::I64 => 8,
+            DType::U8 => 1,
         }
     }
 }
@@ -43,6 +48,10 @@ impl Tensor {
 
     pub fn i64(shape: Vec<u64>, values: &[i64]) -> Tensor {
         Tensor { dtype: DType::I64, shape, data: le_bytes(values, |v| v.to_le_bytes()) }
+    }
+
+    pub fn u8(shape: Vec<u64>, values: &[u8]) -> Tensor {
+        Tensor { dtype: DType::U8, shape, data: Arc::from(values) }
     }
 }
 

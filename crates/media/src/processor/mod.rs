@@ -61,6 +61,17 @@ impl ImageProcessor {
         }
     }
 
+    /// The same processor with its rescale and normalisation off: `pixel_values` are the
+    /// resized samples themselves (exact integers 0..=255), for an engine that normalises on
+    /// its device (vLLM's `mm_device_do_normalize`, which takes them as `uint8`).
+    pub fn without_normalize(self) -> ImageProcessor {
+        let off = Normalize { rescale_factor: None, mean_std: None };
+        match self {
+            ImageProcessor::QwenVl(p) => ImageProcessor::QwenVl(QwenVl { normalize: off, ..p }),
+            ImageProcessor::Clip(p) => ImageProcessor::Clip(Clip { normalize: off, ..p }),
+        }
+    }
+
     pub fn process(&self, image: &RgbImage) -> Result<Processed, MediaError> {
         match self {
             ImageProcessor::QwenVl(p) => p.process(image),
