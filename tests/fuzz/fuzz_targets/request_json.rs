@@ -77,7 +77,10 @@ fn check_body(body: &[u8]) {
             Err(e) => assert_eq!(e.status, 400, "{api:?} request values: {}", e.message),
         }
     }
-    match render_prompt(&m.assets, &m.renderer, &f) {
+    // The demo model takes no images: an image part must be a 400 naming the model.
+    let no_vision: shardgate::media::VisionSupport = Err("the fuzz model has no vision tower".into());
+    let mut media = shardgate::media::Collector::new(&no_vision, "fuzz");
+    match render_prompt(&m.assets, &m.renderer, &f, &mut media) {
         Ok(chat) => {
             let RenderedPrompt::Text(prompt) = &chat.prompt else {
                 panic!("the demo model's prompt is a chat template's text")
