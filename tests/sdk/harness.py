@@ -110,3 +110,16 @@ class Stack:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def run_checks(tests, client):
+    """Runs each check against `client`, printing ok/FAIL per check; the number that failed."""
+    failures = 0
+    for fn in tests:
+        try:
+            fn(client)
+            print(f"ok   {fn.__name__}")
+        except Exception as e:  # noqa: BLE001 - report and continue
+            failures += 1
+            print(f"FAIL {fn.__name__}: {type(e).__name__}: {e}")
+    return failures

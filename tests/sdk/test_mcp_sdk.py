@@ -13,7 +13,7 @@ import json, os, sys, tempfile
 
 import openai
 
-from harness import Stack
+from harness import Stack, run_checks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -126,14 +126,7 @@ def main():
             ]}, f)
         args = ["--reasoning-parser", "qwen3", "--tool-call-parser", "qwen", "--mcp-config-path", config]
         with Stack(target, model_dir, os.path.join(work, "stack"), SCRIPT, gateway_args=args) as stack:
-            client = openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0)
-            for fn in TESTS:
-                try:
-                    fn(client)
-                    print(f"ok   {fn.__name__}")
-                except Exception as e:  # noqa: BLE001 - report and continue
-                    failures += 1
-                    print(f"FAIL {fn.__name__}: {type(e).__name__}: {e}")
+            failures = run_checks(TESTS, openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0))
     print(f"{len(TESTS) - failures}/{len(TESTS)} MCP SDK checks passed")
     sys.exit(1 if failures else 0)
 

@@ -13,7 +13,7 @@ import json, os, sys, tempfile
 
 import openai
 
-from harness import Stack
+from harness import Stack, run_checks
 
 TEXT = "Responses work: every token arrives, even 日本語 and emoji 🙂."
 CALL = ('<think>the user wants weather</think>Checking.<tool_call>\n'
@@ -137,28 +137,16 @@ TEXT_TESTS = (create_text, stream_helper, raw_stream_sequence, json_schema_forma
 CALL_TESTS = (function_call, function_call_streamed)
 
 
-def run(tests, client):
-    failures = 0
-    for fn in tests:
-        try:
-            fn(client)
-            print(f"ok   {fn.__name__}")
-        except Exception as e:  # noqa: BLE001 - report and continue
-            failures += 1
-            print(f"FAIL {fn.__name__}: {type(e).__name__}: {e}")
-    return failures
-
-
 def main():
     target, model_dir = sys.argv[1], sys.argv[2]
     print(f"openai SDK {openai.__version__}")
     failures = 0
     with tempfile.TemporaryDirectory(prefix="sg-sdk-responses-") as work:
         with Stack(target, model_dir, os.path.join(work, "text"), TEXT) as stack:
-            failures += run(TEXT_TESTS, openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0))
+            failures += run_checks(TEXT_TESTS, openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0))
         parsers = ["--reasoning-parser", "qwen3", "--tool-call-parser", "qwen"]
         with Stack(target, model_dir, os.path.join(work, "call"), CALL, gateway_args=parsers) as stack:
-            failures += run(CALL_TESTS, openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0))
+            failures += run_checks(CALL_TESTS, openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0))
     total = len(TEXT_TESTS) + len(CALL_TESTS)
     print(f"{total - failures}/{total} Responses SDK checks passed")
     sys.exit(1 if failures else 0)
