@@ -109,8 +109,7 @@ fn process_one(url: &str, policy: &FetchPolicy, vision: &Vision) -> Result<Image
 fn pixel_tensor(processed: &shardgate_media::Processed, raw: bool) -> Tensor {
     let shape = processed.shape.iter().map(|&d| d as u64).collect();
     if raw {
-        let samples: Vec<u8> = processed.pixel_values.iter().map(|&v| v as u8).collect();
-        Tensor::u8(shape, &samples)
+        Tensor::u8(shape, processed.pixel_values.iter().map(|&v| v as u8))
     } else {
         Tensor::f32(shape, &processed.pixel_values)
     }

@@ -50,8 +50,9 @@ impl Tensor {
         Tensor { dtype: DType::I64, shape, data: le_bytes(values, |v| v.to_le_bytes()) }
     }
 
-    pub fn u8(shape: Vec<u64>, values: &[u8]) -> Tensor {
-        Tensor { dtype: DType::U8, shape, data: Arc::from(values) }
+    /// Collected straight into the shared buffer (no intermediate vector).
+    pub fn u8(shape: Vec<u64>, values: impl Iterator<Item = u8>) -> Tensor {
+        Tensor { dtype: DType::U8, shape, data: values.collect() }
     }
 }
 
