@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use common::{Gateway, Options};
 use serde_json::{json, Value};
-use shardgate_grpc::testing::{self, Script};
+use shardgate_testkit::grpc::{self as scripted, Script};
 
 fn gateway(script: Script) -> Gateway {
-    gateway_of(&testing::start(script, 4096))
+    gateway_of(&scripted::start(script, 4096))
 }
 
-fn gateway_of(server: &testing::Server) -> Gateway {
+fn gateway_of(server: &scripted::Server) -> Gateway {
     let url = format!("grpc://127.0.0.1:{}", server.port);
     Gateway::start_with(Options { worker_url: Some(url), ..Options::default() })
 }
@@ -57,14 +57,14 @@ fn an_error_before_any_output_is_the_engines_500_and_the_worker_stays() {
     let g = gateway(Script::InternalAtOnce);
     let r = g.post_json("/v1/chat/completions", &chat(false));
     assert_eq!(r.status, 500, "{}", r.text());
-    assert!(r.text().contains(testing::ERROR_MESSAGE), "{}", r.text());
+    assert!(r.text().contains(scripted::ERROR_MESSAGE), "{}", r.text());
     // A stream has sent its head already: the error is its last event.
     let s = g.post_json("/v1/chat/completions", &chat(true));
     let events = s.sse();
     assert_eq!(events.last().map(String::as_str), Some("[DONE]"), "{events:?}");
-    assert!(events[events.len() - 2].contains(testing::ERROR_MESSAGE), "{events:?}");
+    assert!(events[events.len() - 2].contains(scripted::ERROR_MESSAGE), "{events:?}");
     assert_eq!(worker_status(&g), "ready");
-    assert!(g.logs().contains(&format!("failed: gRPC status INTERNAL: {}", testing::ERROR_MESSAGE)), "{}", g.logs());
+    assert!(g.logs().contains(&format!("failed: gRPC status INTERNAL: {}", scripted::ERROR_MESSAGE)), "{}", g.logs());
 }
 
 #[test]
@@ -97,7 +97,7 @@ fn a_fault_after_the_first_token_ends_the_stream_with_an_error_event() {
 /// engine is back.
 #[test]
 fn an_unhealthy_engine_behind_a_live_servicer_takes_the_worker_out() {
-    let server = testing::start(Script::Healthy { tokens: 2 }, 4096);
+    let server = scripted::start(Script::Healthy { tokens: 2 }, 4096);
     let g = gateway_of(&server);
     server.healthy.store(false, std::sync::atomic::Ordering::Relaxed);
     common::eventually_within(Duration::from_secs(15), || worker_status(&g) == "dead", "the worker dead");

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{Gateway, Options};
 use serde_json::json;
-use shardgate_tls::testing::Pki;
+use shardgate_testkit::tls::Pki;
 
 /// The gateway's TLS flags, with a certificate for 127.0.0.1 from a throwaway CA (nghttp and
 /// h2load do not verify it).

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::{Gateway, Options, Response};
 use serde_json::{json, Value};
-use shardgate_tls::testing::{Pki, ServerSetup, Terminator};
+use shardgate_testkit::tls::{Pki, ServerSetup, Terminator};
 
 fn call(name: &str, arguments: Value) -> String {
     format!("<tool_call>\n{}\n</tool_call>", json!({"name": name, "arguments": arguments}))

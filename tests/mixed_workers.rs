@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{Gateway, Options};
 use serde_json::json;
-use shardgate_grpc::testing::{self, Script};
+use shardgate_testkit::grpc::{self as scripted, Script};
 
 /// Requests counted under `connection_mode` in the gateway's `/metrics`.
 fn counted(g: &Gateway, mode: &str) -> u64 {
@@ -35,7 +35,7 @@ fn add(g: &Gateway, url: &str) {
 #[test]
 fn zmq_grpc_and_http_workers_share_a_model_under_every_policy() {
     let upstream = Gateway::start();
-    let grpc = testing::start(Script::Healthy { tokens: 3 }, 8192);
+    let grpc = scripted::start(Script::Healthy { tokens: 3 }, 8192);
     // (policy, requests, exact share per worker kind when the policy is deterministic)
     let cases =
         [("round_robin", 9, Some(3)), ("power_of_two", 30, None), ("cache_aware", 30, None), ("random", 30, None)];

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{Gateway, Options};
 use serde_json::{json, Value};
-use shardgate_tls::testing::{Pki, ServerSetup, Terminator};
+use shardgate_testkit::tls::{Pki, ServerSetup, Terminator};
 
 fn gateway_with(args: &[&str]) -> Gateway {
     Gateway::start_with(Options { gateway_args: args.iter().map(|a| a.to_string()).collect(), ..Options::default() })
@@ -50,7 +50,7 @@ fn pki(name: &str) -> Pki {
     Pki::new(&common::test_dir().join(name), name)
 }
 
-fn terminator(leaf: &shardgate_tls::testing::Leaf, client_ca: Option<&Path>, backend: u16) -> Terminator {
+fn terminator(leaf: &shardgate_testkit::tls::Leaf, client_ca: Option<&Path>, backend: u16) -> Terminator {
     let setup = ServerSetup {
         leaf: leaf.clone(),
         alpn: vec![b"http/1.1".to_vec()],

@@ -1,6 +1,6 @@
 //! TLS on the API port (`--tls-cert-path` / `--tls-key-path`): HTTP/2 and HTTP/1.1 chosen by
 //! ALPN, checked with curl (a real client, its own TLS and HTTP/2 stacks) against a
-//! certificate from a throwaway CA (`shardgate_tls::testing`); a client leaving a TLS stream aborts
+//! certificate from a throwaway CA (`shardgate_testkit::tls`); a client leaving a TLS stream aborts
 //! its request on the engine; bad files are refused at startup with a message naming them.
 
 mod common;
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{Gateway, Options};
 use serde_json::json;
-use shardgate_tls::testing::Pki;
+use shardgate_testkit::tls::Pki;
 
 /// A certificate for `localhost`, its key, and the CA that signed it (what clients trust),
 /// in `dir`.

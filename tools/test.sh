@@ -13,7 +13,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n== %s\n' "$*"; }
+# Every step's wall time is printed when the next begins, and on exit (with the step a failure
+# stopped in), so a CI log shows where its minutes went.
+step_name="" step_start=$SECONDS
+step_done() { [ -z "$step_name" ] || printf '== %s s: %s\n' "$((SECONDS - step_start))" "$step_name"; }
+step() {
+  step_done
+  step_name="$*" step_start=$SECONDS
+  printf '\n== %s\n' "$*"
+}
+trap 'rc=$?; step_done; echo "== ${SECONDS} s in all (exit ${rc})"' EXIT
 # Every step has a wall-clock limit far above its normal time, so a hang fails CI with the
 # step's name instead of holding it until CI's own limit.
 limited() {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use shardgate_fetch::{fetch, FetchError, FetchPolicy, Fetched};
-use shardgate_tls::testing::{Pki, ServerSetup, Terminator};
+use shardgate_testkit::tls::{Pki, ServerSetup, Terminator};
 
 /// Writes the answer for `path`; the server's own port is `port`.
 fn answer(path: &str, port: u16, s: &mut TcpStream) -> std::io::Result<()> {

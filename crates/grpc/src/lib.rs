@@ -25,8 +25,6 @@ pub mod limits;
 pub mod response_error;
 pub mod smg;
 pub mod status;
-#[cfg(feature = "testing")]
-pub mod testing;
 pub mod vllm;
 pub mod worker;
 

@@ -250,7 +250,7 @@ fn a_refusing_worker_backs_off_then_recovers() {
 
 #[test]
 fn grpcs_verifies_the_worker_and_needs_http2_by_alpn() {
-    use shardgate_tls::testing::{Pki, ServerSetup, Terminator};
+    use shardgate_testkit::tls::{Pki, ServerSetup, Terminator};
     use shardgate_tls::{ClientTls, ClientTlsSettings};
     let dir = std::env::temp_dir().join(format!("shardgate-grpcs-{}", std::process::id()));
     let ours = Pki::new(&dir, "ours");

@@ -15,8 +15,6 @@ pub mod client;
 pub mod connect;
 pub mod error;
 pub mod pem;
-#[cfg(feature = "testing")]
-pub mod testing;
 
 pub use client::{Alpn, ClientTls, ClientTlsSettings};
 pub use connect::{connect, server_name, TlsStream};

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use shardgate_tls::testing::{hello_server, Leaf, Pki, ServerSetup};
+use shardgate_testkit::tls::{hello_server, Leaf, Pki, ServerSetup};
 use shardgate_tls::{connect, server_name, Alpn, ClientTls, ClientTlsSettings, TlsError};
 use tokio::io::AsyncReadExt;
 

@@ -1,8 +1,7 @@
-//! For tests (feature `testing`): a scripted server of SMG's `VllmEngine` service on its own
-//! thread, for the gateway's tests of what a real servicer cannot be made to do on demand (an
-//! error status after some output, UNAVAILABLE before any). Every call but Generate answers as
-//! the real servicer does for a one-rank engine; vLLM's Control service is absent
-//! (UNIMPLEMENTED), so detection picks SMG's.
+//! A scripted server of SMG's `VllmEngine` service on its own thread, for the gateway's tests of
+//! what a real servicer cannot be made to do on demand (an error status after some output,
+//! UNAVAILABLE before any). Every call but Generate answers as the real servicer does for a one-
+//! rank engine; vLLM's Control service is absent (UNIMPLEMENTED), so detection picks SMG's.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -13,8 +12,8 @@ use h2::server::SendResponse;
 use http::{HeaderMap, Response};
 use prost::Message;
 
-use crate::frame;
-use crate::smg::messages as pb;
+use shardgate_grpc::frame;
+use shardgate_grpc::smg::messages as pb;
 
 /// How Generate answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,7 +1,6 @@
-//! For tests (feature `testing`): a throwaway PKI written to PEM files, and a TLS server on a
-//! plain thread that terminates TLS in front of a plain TCP server. The gateway's tests put it
-//! in front of real servers (a simulator-backed gateway, a gRPC server) to make `https://` and
-//! `grpcs://` workers of them.
+//! A throwaway PKI written to PEM files, and a TLS server on a plain thread that terminates TLS in
+//! front of a plain TCP server. The gateway's tests put it in front of real servers (a simulator-
+//! backed gateway, a gRPC server) to make `https://` and `grpcs://` workers of them.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
