@@ -240,9 +240,10 @@ fn a_stream_whose_window_is_closed_waits_without_blocking_others() {
     }
 }
 
-/// Each streaming response reserves send capacity in bulk (4 KiB), not per chunk: with the
-/// client's default connection window (64 KiB) and more streams than it has room to reserve
-/// for, the streams without a reservation still get theirs as the others' bytes are read.
+/// Waits for the connection's window, not the stream's: 24 streams of ~12 KiB each on the
+/// client's default 64 KiB connection window, more than their 4 KiB send reservations fit in.
+/// Those left without capacity must be woken when the others' bytes are read and the window
+/// comes back, or they stall until the write timeout cuts them off.
 #[test]
 fn streams_beyond_the_connection_windows_reserve_still_run_to_their_end() {
     let g = Gateway::start();
