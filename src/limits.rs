@@ -60,6 +60,9 @@ pub const http2_stream_window_bytes: u32 = 1024 * 1024;
 pub const http2_connection_window_bytes: u32 = 4 * 1024 * 1024;
 /// HTTP/2: response bytes one stream may have queued beyond what the client's window lets out.
 pub const http2_send_buffer_bytes: usize = 64 * 1024;
+/// HTTP/2: send capacity a streaming response asks for at once, when what it had is used up
+/// (dozens of SSE chunks; 256 streams hold at most 1 MiB of the client's connection window).
+pub const http2_stream_reserve_bytes: usize = 4 * 1024;
 /// HTTP/2 rapid reset (CVE-2023-44487): a client that resets more than this many of its
 /// streams within `http2_client_resets_window_s` gets GOAWAY(ENHANCE_YOUR_CALM) and its
 /// connection closed. Cancelling is normal (a proxy's users leave), thousands a second is not.

@@ -240,6 +240,27 @@ fn a_stream_whose_window_is_closed_waits_without_blocking_others() {
     }
 }
 
+/// Waits for the connection's window, not the stream's: 24 streams of ~12 KiB each on the
+/// client's default 64 KiB connection window, more than their 4 KiB send reservations fit in.
+/// Those left without capacity must be woken when the others' bytes are read and the window
+/// comes back, or they stall until the write timeout cuts them off.
+#[test]
+fn streams_beyond_the_connection_windows_reserve_still_run_to_their_end() {
+    let g = Gateway::start();
+    let all = block_on(async {
+        let send = h2c::connect(g.port).await;
+        let mut streams = Vec::new();
+        for _ in 0..24 {
+            streams.push(start_stream(&send, 60).await);
+        }
+        futures_util::future::join_all(streams.iter_mut().map(read_events)).await
+    });
+    for (i, events) in all.iter().enumerate() {
+        assert_eq!(events.len(), 60 + 2, "stream {i}: {events:?}");
+        assert_eq!(events.last().map(String::as_str), Some("[DONE]"), "stream {i}");
+    }
+}
+
 #[test]
 fn drain_sends_goaway_and_lets_open_streams_finish() {
     let mut g = with_args(&["--shutdown-timeout-secs", "30"]);

@@ -29,9 +29,10 @@ pub type Writer = OwnedWriteHalf<TcpStream>;
 enum Out<'c> {
     /// An HTTP/1.x connection: the response is framed into bytes and written to the socket.
     Http1 { stream: &'c mut Writer, watch: &'c Reader, http10: bool },
-    /// An HTTP/2 stream: the head as a header map, the body as DATA frames. `frames` holds
-    /// the bytes handed to `h2` (which owns them until they are written): its storage comes
-    /// back once `h2` has dropped them, so a chunk costs a copy and no allocation.
+    /// An HTTP/2 stream: the head as a header map, the body as DATA frames. Streamed events
+    /// are formatted straight into `frames`, and each flush hands what it holds to `h2` (which
+    /// owns it until written): its storage comes back once `h2` has dropped it, so a chunk
+    /// costs neither a copy nor an allocation.
     Http2 { stream: StreamOut, head: Option<http::Response<()>>, frames: bytes::BytesMut },
 }
 
@@ -195,11 +196,13 @@ impl<'c> Responder<'c> {
             }
         };
         self.buf.clear();
-        sent.unwrap_or_else(|| {
-            tracing::warn!("client accepted no bytes for {} s; cutting it off", self.write_timeout.as_secs());
-            self.keep_alive = false;
-            Err(ClientGone)
-        })
+        sent.unwrap_or_else(|| self.timed_out())
+    }
+
+    fn timed_out(&mut self) -> Result<(), ClientGone> {
+        tracing::warn!("client accepted no bytes for {} s; cutting it off", self.write_timeout.as_secs());
+        self.keep_alive = false;
+        Err(ClientGone)
     }
 
     /// A complete response.
@@ -256,8 +259,7 @@ impl<'c> Responder<'c> {
     /// Queues bytes as they are, for the next chunk.
     pub fn push_bytes(&mut self, bytes: &[u8]) {
         debug_assert_eq!(self.state, State::Streaming);
-        self.reserve_chunk_header();
-        self.buf.extend_from_slice(bytes);
+        self.queue(&[bytes]);
     }
 
     /// Queues one event, `data: <payload>\n\n`, with an `event: <name>` line first when named
@@ -265,30 +267,29 @@ impl<'c> Responder<'c> {
     /// queued as one chunk.
     pub fn push_sse(&mut self, name: Option<&str>, payload: &[u8]) {
         debug_assert_eq!(self.state, State::Streaming);
-        self.reserve_chunk_header();
-        if let Some(name) = name {
-            self.buf.extend_from_slice(b"event: ");
-            self.buf.extend_from_slice(name.as_bytes());
-            self.buf.push(b'\n');
+        match name {
+            Some(name) => self.queue(&[b"event: ", name.as_bytes(), b"\ndata: ", payload, b"\n\n"]),
+            None => self.queue(&[b"data: ", payload, b"\n\n"]),
         }
-        self.buf.extend_from_slice(b"data: ");
-        self.buf.extend_from_slice(payload);
-        self.buf.extend_from_slice(b"\n\n");
     }
 
-    /// The first bytes of a chunk leave room for its size line, patched in `flush`.
-    fn reserve_chunk_header(&mut self) {
+    /// Appends `parts` to the chunk being built: after room for the chunk's size line (patched
+    /// in `flush`) on an HTTP/1.1 stream, straight into the bytes `h2` will send on HTTP/2.
+    fn queue(&mut self, parts: &[&[u8]]) {
+        if let Out::Http2 { frames, .. } = &mut self.out {
+            frames.reserve(parts.iter().map(|p| p.len()).sum());
+            parts.iter().for_each(|p| frames.extend_from_slice(p));
+            return;
+        }
         if self.buf.is_empty() && self.chunked() {
             self.buf.extend_from_slice(CHUNK_HEADER_PLACEHOLDER);
         }
+        parts.iter().for_each(|p| self.buf.extend_from_slice(p));
     }
 
     /// Queues an SSE comment line (keep-alive).
     pub fn push_sse_comment(&mut self, comment: &str) {
-        self.reserve_chunk_header();
-        self.buf.extend_from_slice(b": ");
-        self.buf.extend_from_slice(comment.as_bytes());
-        self.buf.extend_from_slice(b"\n\n");
+        self.queue(&[b": ", comment.as_bytes(), b"\n\n"]);
     }
 
     /// Sends the queued events as one chunk.
@@ -298,6 +299,9 @@ impl<'c> Responder<'c> {
 
     /// Writes the queued events as one chunk, and the last-chunk marker with them if `last`.
     async fn flush_chunk(&mut self, last: bool) -> Result<(), ClientGone> {
+        if let Out::Http2 { .. } = self.out {
+            return self.flush_http2(last).await;
+        }
         if self.buf.is_empty() {
             if !last || self.http10() {
                 return Ok(());
@@ -322,6 +326,25 @@ impl<'c> Responder<'c> {
             }
         }
         self.write_from(start, last).await
+    }
+
+    /// Hands the queued events to `h2` as one DATA frame: at once when the stream's reserved
+    /// capacity covers them (no timer, no wake: the connection's task writes every stream's
+    /// frames of the step together), else waiting for the client's window within the write
+    /// timeout.
+    async fn flush_http2(&mut self, last: bool) -> Result<(), ClientGone> {
+        let Out::Http2 { stream, frames, .. } = &mut self.out else { return Ok(()) };
+        if frames.is_empty() && !last {
+            return Ok(());
+        }
+        let rest = stream.send_now(frames.split().freeze(), last)?;
+        if rest.is_empty() {
+            return Ok(());
+        }
+        match within(&mut self.write_watch, self.write_timeout, stream.send_data(rest, last)).await {
+            Some(sent) => sent,
+            None => self.timed_out(),
+        }
     }
 
     /// Ends the stream: what is queued and the terminating chunk, in one write.
