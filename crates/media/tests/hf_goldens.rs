@@ -3,11 +3,13 @@
 //! passes, unless `SHARDGATE_MEDIA_GOLDENS_REQUIRED` is set, as tools/test.sh sets it after
 //! writing them).
 //!
-//! Tolerances: decoding of lossless images (PNG, GIF, lossless WebP), every processor output
-//! of both backends (torchvision's and PIL's) and torchvision's resize alone must be identical
-//! to the reference (max abs error 0: the resize reproduces each library's integer arithmetic,
-//! and rescale / normalise the same float operations); grids and placeholder counts exactly. JPEG and lossy WebP decoders differ from libjpeg-turbo and libwebp in their
-//! IDCT and chroma upsampling: their pixels may differ by `LOSSY_DECODE_MAX_ABS` levels.
+//! Tolerances: decoding of lossless images (PNG, GIF, lossless WebP) and of every JPEG (decoded
+//! by libjpeg-turbo's own code, as PIL's), every processor output of both backends
+//! (torchvision's and PIL's) and torchvision's resize alone must be identical to the reference
+//! (max abs error 0: the resize reproduces each library's integer arithmetic, and rescale /
+//! normalise the same float operations); grids and placeholder counts exactly. The lossy WebP
+//! decoder differs from libwebp in its chroma upsampling: its pixels may differ by
+//! `LOSSY_DECODE_MAX_ABS` levels.
 
 use std::path::PathBuf;
 
