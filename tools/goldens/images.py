@@ -21,6 +21,8 @@ gitignored; nothing here is committed):
   `pixel_values_videos`, shape, `video_grid_thw`, token count), for each
   `crates/media/tests/configs/*.video.json`;
 - the frame indices vLLM's `qwen2_vl` video loader samples for a few lengths and rates;
+- JPEGs cut short or corrupted, and what vLLM's loader makes of each: its pixels or its
+  refusal;
 - torchvision's `resize` alone (`antialias=True`, bilinear and bicubic, on the `uint8` tensor
   as the processors call it) of a few images to sizes below and above theirs, raw `u8` RGB;
 - `manifest.json` listing them.
@@ -172,8 +174,34 @@ def jpegs(rgb):
 
 # The model id the item hashes are computed for (any string; vLLM hashes the engine's --model).
 # The manifest's layout; hf_goldens.rs reads this one (bump both together).
-GOLDENS_FORMAT = 2
+GOLDENS_FORMAT = 3
 HASH_MODEL_ID = "Qwen/Qwen2-VL-2B-Instruct"
+
+
+def damaged_jpegs():
+    """(name, bytes) of JPEGs cut short or corrupted: PIL decodes through corrupt entropy data
+    and refuses any file whose bytes end before its EOI marker."""
+    rgb = lambda w, h, s: Image.fromarray(pattern(w, h, s))
+    base = encode(rgb(120, 80, 40), "JPEG", quality=90)
+    progressive = encode(rgb(120, 80, 41), "JPEG", quality=90, progressive=True)
+    restarts = encode(rgb(120, 80, 42), "JPEG", quality=90, restart_marker_rows=1)
+    scan = base.index(b"\xff\xda")
+
+    def flipped(data, at):
+        out = bytearray(data)
+        out[at] ^= 0x5A
+        return bytes(out)
+
+    yield "damaged-truncated-half.jpg", base[:len(base) // 2]
+    yield "damaged-no-eoi.jpg", base[:-2]
+    yield "damaged-no-eoi-progressive.jpg", progressive[:-2]
+    yield "damaged-truncated-progressive.jpg", progressive[:len(progressive) * 2 // 3]
+    yield "damaged-cut-in-header.jpg", base[:scan - 30]
+    yield "damaged-flipped-data.jpg", flipped(base, scan + 200)
+    yield "damaged-flipped-progressive.jpg", flipped(progressive, len(progressive) * 3 // 4)
+    yield "damaged-restart-marker.jpg", flipped(restarts, restarts.index(b"\xff\xd3") + 1)
+    yield "damaged-early-eoi.jpg", base[:scan + 40] + b"\xff\xd9"
+    yield "damaged-trailing-garbage.jpg", base + b"bytes after the end"
 
 
 def vllm_load(data):
@@ -233,6 +261,19 @@ def torchvision_resizes(out_dir, rgb_images):
                 file = f"{name}.{width}x{height}.{filter_name}.rgb"
                 (out_dir / file).write_bytes(out.permute(1, 2, 0).contiguous().numpy().tobytes())
                 yield {"image": name, "width": width, "height": height, "filter": filter_name, "rgb": file}
+
+
+def damaged(out_dir):
+    """Each damaged JPEG, and the RGB pixels vLLM's loader makes of it, or its refusal."""
+    for name, data in damaged_jpegs():
+        (out_dir / name).write_bytes(data)
+        try:
+            image, _ = vllm_load(data)
+        except ValueError as error:
+            yield {"file": name, "error": str(error)}
+            continue
+        (out_dir / f"{name}.rgb").write_bytes(np.asarray(image, dtype=np.uint8).tobytes())
+        yield {"file": name, "rgb": f"{name}.rgb", "width": image.width, "height": image.height}
 
 
 def tokens(kind, out, config, model):
@@ -327,6 +368,7 @@ def main():
             case.update(pixel_values=tensor, shape=list(values.shape), tokens=tokens(kind, out, config, model),
                         grid_thw=[int(v) for v in out["image_grid_thw"][0]] if kind == "qwen" else None)
             manifest["cases"].append(case)
+    manifest["damaged"] = list(damaged(out_dir))
     manifest["resizes"] = list(torchvision_resizes(out_dir, rgb_images))
     manifest["videos"] = list(videos(out_dir))
     manifest["samplings"] = list(samplings())

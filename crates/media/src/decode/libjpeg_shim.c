@@ -43,9 +43,6 @@ enum { SG_JPEG_OK = 0, SG_JPEG_MALFORMED = 1, SG_JPEG_REFUSED = 2 };
 struct sg_error {
   struct jpeg_error_mgr pub;
   jmp_buf jump;
-  /* Set once every row is out: running out of bytes after that (a missing EOI) is no loss,
-   * before it PIL refuses the file as truncated. */
-  int rows_done;
 };
 
 struct sg_progress {
@@ -60,13 +57,13 @@ static void sg_error_exit(j_common_ptr cinfo) {
 }
 
 /* PIL silences libjpeg's warnings (corrupt data it decodes through), except that its
- * suspending source makes a premature end of data fatal. */
+ * suspending source makes running out of bytes fatal ("image file is truncated"), even where
+ * only the EOI marker is missing: the memory source warns where PIL's would suspend. */
 static void sg_emit_message(j_common_ptr cinfo, int level) {
-  struct sg_error *error = (struct sg_error *)cinfo->err;
   if (level < 0) {
-    error->pub.num_warnings++;
-    if (error->pub.msg_code == JWRN_JPEG_EOF && !error->rows_done)
-      error->pub.error_exit(cinfo);
+    cinfo->err->num_warnings++;
+    if (cinfo->err->msg_code == JWRN_JPEG_EOF)
+      cinfo->err->error_exit(cinfo);
   }
 }
 
@@ -114,7 +111,6 @@ static int sg_decode(j_decompress_ptr cinfo, struct sg_jpeg_job *job) {
 
   jpeg_start_decompress(cinfo);
   sg_read_rows(cinfo, pixels);
-  ((struct sg_error *)cinfo->err)->rows_done = 1;
   return SG_JPEG_OK;
 }
 
