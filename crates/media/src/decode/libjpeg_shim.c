@@ -32,7 +32,7 @@ struct sg_jpeg_job {
   int scans_max;
   sg_jpeg_allocate allocate;
   void *context;
-  /* Out: the colour components the file stores (1, 3 or 4). */
+  /* Out: the colour components the file stores. */
   int components;
   /* Out: the message of a refusal. */
   char message[JMSG_LENGTH_MAX];
@@ -83,7 +83,10 @@ static void sg_read_rows(j_decompress_ptr cinfo, unsigned char *pixels) {
     JDIMENSION count = 0;
     for (; count < 4 && cinfo->output_scanline + count < cinfo->output_height; count++)
       rows[count] = pixels + (size_t)(cinfo->output_scanline + count) * stride;
-    jpeg_read_scanlines(cinfo, rows, count);
+    /* No rows means a suspended source, which the memory source never is: fail rather than
+     * loop. */
+    if (jpeg_read_scanlines(cinfo, rows, count) == 0)
+      ERREXIT(cinfo, JERR_INPUT_EMPTY);
   }
 }
 
