@@ -68,3 +68,26 @@ pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<Decoded, Med
     // PIL opens grey JPEGs as L and four-component ones as CMYK: vLLM's loader converts them.
     Ok(Decoded { image: apply(image, orientation(exif.as_deref(), xmp)), converted: out.components != 3 })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::cmyk_to_rgb;
+
+    #[test]
+    fn cmyk_converts_as_pil() {
+        // libjpeg's CMYK samples, and PIL's `frombytes("CMYK", ..., "raw", "CMYK;I")
+        // .convert("RGB")` of them.
+        let cases = [
+            ([0, 0, 0, 0], [0, 0, 0]),
+            ([255, 255, 255, 255], [255, 255, 255]),
+            ([0, 128, 255, 200], [0, 100, 200]),
+            ([10, 20, 30, 255], [10, 20, 30]),
+            ([200, 100, 50, 128], [100, 50, 25]),
+            ([255, 0, 0, 1], [1, 0, 0]),
+        ];
+        let mut samples: Vec<u8> = cases.iter().flat_map(|(cmyk, _)| *cmyk).collect();
+        cmyk_to_rgb(&mut samples);
+        let expected: Vec<u8> = cases.iter().flat_map(|(_, rgb)| *rgb).collect();
+        assert_eq!(samples, expected);
+    }
+}
