@@ -373,7 +373,7 @@ def main():
     manifest["videos"] = list(videos(out_dir))
     manifest["samplings"] = list(samplings())
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    print(f"{len(manifest['images'])} images, {len(manifest['cases'])} processor cases, "
+    print(f"{len(manifest['images'])} images, {len(manifest['damaged'])} damaged JPEGs, {len(manifest['cases'])} processor cases, "
           f"{len(manifest['resizes'])} resizes, {len(manifest['videos'])} videos -> {out_dir}")
 
 
