@@ -5,8 +5,8 @@ processors (transformers in the real-vLLM venv).
     ~/.cache/real-vllm/venv/bin/python tools/goldens/images.py [--out DIR]
 
 Builds images of many sizes, aspect ratios and modes (tiny, huge, extreme ratios, grey, RGBA,
-palette with and without transparency, GIF, lossless and lossy WebP, JPEG, EXIF and XMP
-orientations 1-8) from seeded patterns, encodes them with PIL, then writes to DIR (default `target/media-goldens`,
+palette with and without transparency, GIF, lossless and lossy WebP, JPEG of every chroma
+subsampling, progressive, with restart markers, CMYK, EXIF and XMP orientations 1-8) from seeded patterns, encodes them with PIL, then writes to DIR (default `target/media-goldens`,
 gitignored; nothing here is committed):
 
 - each encoded file, the RGB pixels vLLM's loader makes of it (`Image.open`, transparent
@@ -21,6 +21,8 @@ gitignored; nothing here is committed):
   `pixel_values_videos`, shape, `video_grid_thw`, token count), for each
   `crates/media/tests/configs/*.video.json`;
 - the frame indices vLLM's `qwen2_vl` video loader samples for a few lengths and rates;
+- JPEGs cut short or corrupted, and what vLLM's loader makes of each: its pixels or its
+  refusal;
 - torchvision's `resize` alone (`antialias=True`, bilinear and bicubic, on the `uint8` tensor
   as the processors call it) of a few images to sizes below and above theirs, raw `u8` RGB;
 - `manifest.json` listing them.
@@ -135,13 +137,71 @@ def images():
     yield "photo-640x480.jpg", encode(rgb(640, 480, 20), "JPEG", quality=90), False
     yield "grey-200x100.jpg", encode(rgb(200, 100, 21).convert("L"), "JPEG", quality=90), False
     yield "subsampled-99x77.jpg", encode(rgb(99, 77, 22), "JPEG", quality=75, subsampling=2), False
+    yield from jpegs(rgb)
     yield from oriented()
+
+
+def resampled(data, width, height, luma_sampling):
+    """The JPEG with its frame header's size and luma sampling factors replaced: a 4:2:2 file
+    of W x H (multiples of 16 and 8) read as h1v2 at W/2 x 2H has the same blocks in the same
+    order, so it is a valid 4:4:0 JPEG (of scrambled content), which PIL cannot write."""
+    at = data.index(b"\xff\xc0")
+    header = bytearray(data)
+    header[at + 5:at + 9] = struct.pack(">HH", height, width)
+    assert header[at + 10] == 1 and header[at + 11] == 0x21, "luma of a 4:2:2 file"
+    header[at + 11] = luma_sampling
+    return bytes(header)
+
+
+def jpegs(rgb):
+    """JPEG beyond the photo above: each chroma subsampling, progressive, restart intervals,
+    optimised Huffman tables, CMYK, odd and tiny sizes. Decoding them must equal PIL's
+    libjpeg-turbo exactly."""
+    yield "444-101x67.jpg", encode(rgb(101, 67, 24), "JPEG", quality=85, subsampling=0), False
+    yield "422-97x61.jpg", encode(rgb(97, 61, 25), "JPEG", quality=85, subsampling=1), False
+    yield "440-48x80.jpg", resampled(encode(rgb(96, 40, 26), "JPEG", quality=85, subsampling=1), 48, 80, 0x12), False
+    yield "progressive-333x250.jpg", encode(rgb(333, 250, 27), "JPEG", quality=80, progressive=True), False
+    yield "progressive-444-65x47.jpg", encode(rgb(65, 47, 28), "JPEG", quality=92, progressive=True, subsampling=0), False
+    yield "progressive-grey-77x31.jpg", encode(rgb(77, 31, 29).convert("L"), "JPEG", progressive=True), False
+    yield "restart-blocks-150x90.jpg", encode(rgb(150, 90, 30), "JPEG", restart_marker_blocks=3), False
+    yield "restart-rows-progressive-90x150.jpg", encode(rgb(90, 150, 31), "JPEG", restart_marker_rows=1, progressive=True), False
+    yield "optimized-q30-123x45.jpg", encode(rgb(123, 45, 32), "JPEG", quality=30, optimize=True), False
+    yield "cmyk-64x48.jpg", encode(rgb(64, 48, 33).convert("CMYK"), "JPEG", quality=90), False
+    yield "one-pixel.jpg", encode(rgb(1, 1, 34), "JPEG"), False
+    yield "thin-1x37.jpg", encode(rgb(1, 37, 35), "JPEG", quality=95), False
+    yield "q100-17x9.jpg", encode(rgb(17, 9, 36), "JPEG", quality=100), False
 
 
 # The model id the item hashes are computed for (any string; vLLM hashes the engine's --model).
 # The manifest's layout; hf_goldens.rs reads this one (bump both together).
-GOLDENS_FORMAT = 2
+GOLDENS_FORMAT = 3
 HASH_MODEL_ID = "Qwen/Qwen2-VL-2B-Instruct"
+
+
+def damaged_jpegs():
+    """(name, bytes) of JPEGs cut short or corrupted: PIL decodes through corrupt entropy data
+    and refuses any file whose bytes end before its EOI marker."""
+    rgb = lambda w, h, s: Image.fromarray(pattern(w, h, s))
+    base = encode(rgb(120, 80, 40), "JPEG", quality=90)
+    progressive = encode(rgb(120, 80, 41), "JPEG", quality=90, progressive=True)
+    restarts = encode(rgb(120, 80, 42), "JPEG", quality=90, restart_marker_rows=1)
+    scan = base.index(b"\xff\xda")
+
+    def flipped(data, at):
+        out = bytearray(data)
+        out[at] ^= 0x5A
+        return bytes(out)
+
+    yield "damaged-truncated-half.jpg", base[:len(base) // 2]
+    yield "damaged-no-eoi.jpg", base[:-2]
+    yield "damaged-no-eoi-progressive.jpg", progressive[:-2]
+    yield "damaged-truncated-progressive.jpg", progressive[:len(progressive) * 2 // 3]
+    yield "damaged-cut-in-header.jpg", base[:scan - 30]
+    yield "damaged-flipped-data.jpg", flipped(base, scan + 200)
+    yield "damaged-flipped-progressive.jpg", flipped(progressive, len(progressive) * 3 // 4)
+    yield "damaged-restart-marker.jpg", flipped(restarts, restarts.index(b"\xff\xd3") + 1)
+    yield "damaged-early-eoi.jpg", base[:scan + 40] + b"\xff\xd9"
+    yield "damaged-trailing-garbage.jpg", base + b"bytes after the end"
 
 
 def vllm_load(data):
@@ -201,6 +261,19 @@ def torchvision_resizes(out_dir, rgb_images):
                 file = f"{name}.{width}x{height}.{filter_name}.rgb"
                 (out_dir / file).write_bytes(out.permute(1, 2, 0).contiguous().numpy().tobytes())
                 yield {"image": name, "width": width, "height": height, "filter": filter_name, "rgb": file}
+
+
+def damaged(out_dir):
+    """Each damaged JPEG, and the RGB pixels vLLM's loader makes of it, or its refusal."""
+    for name, data in damaged_jpegs():
+        (out_dir / name).write_bytes(data)
+        try:
+            image, _ = vllm_load(data)
+        except ValueError as error:
+            yield {"file": name, "error": str(error)}
+            continue
+        (out_dir / f"{name}.rgb").write_bytes(np.asarray(image, dtype=np.uint8).tobytes())
+        yield {"file": name, "rgb": f"{name}.rgb", "width": image.width, "height": image.height}
 
 
 def tokens(kind, out, config, model):
@@ -274,7 +347,8 @@ def main():
         rgb_images[name] = pixels
         (out_dir / f"{name}.rgb").write_bytes(pixels.tobytes())
         manifest["images"].append({"file": name, "width": image.width, "height": image.height,
-                                   "rgb": f"{name}.rgb", "exact": lossless, "hash": item_hash})
+                                   "rgb": f"{name}.rgb", "exact": lossless or name.endswith(".jpg"),
+                                   "hash": item_hash})
         if not lossless:
             continue
         for config_name, backend, processor, config, model in procs:
@@ -294,11 +368,12 @@ def main():
             case.update(pixel_values=tensor, shape=list(values.shape), tokens=tokens(kind, out, config, model),
                         grid_thw=[int(v) for v in out["image_grid_thw"][0]] if kind == "qwen" else None)
             manifest["cases"].append(case)
+    manifest["damaged"] = list(damaged(out_dir))
     manifest["resizes"] = list(torchvision_resizes(out_dir, rgb_images))
     manifest["videos"] = list(videos(out_dir))
     manifest["samplings"] = list(samplings())
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    print(f"{len(manifest['images'])} images, {len(manifest['cases'])} processor cases, "
+    print(f"{len(manifest['images'])} images, {len(manifest['damaged'])} damaged JPEGs, {len(manifest['cases'])} processor cases, "
           f"{len(manifest['resizes'])} resizes, {len(manifest['videos'])} videos -> {out_dir}")
 
 

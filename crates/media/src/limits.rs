@@ -20,6 +20,16 @@ pub const image_side_px_max: u32 = 16384;
 /// GIF's LZW tables), so metadata cannot cost more than the pixels it describes.
 pub const codec_scratch_bytes_max: usize = 8 << 20;
 
+/// Decoding: bytes libjpeg may allocate per output pixel beyond `codec_scratch_bytes_max`. A
+/// progressive or multi-scan JPEG keeps every DCT coefficient until its last scan: two bytes
+/// per sample, four components at most.
+pub const jpeg_codec_bytes_per_px_max: u64 = 8;
+
+/// Decoding: scans of one JPEG. Each progressive scan is a pass over the whole image, so a
+/// small file of many tiny scans costs scans x pixels; encoders write about ten. (PIL sets no
+/// such bound.)
+pub const jpeg_scans_max: i32 = 1000;
+
 /// Qwen2-VL's `smart_resize`: the largest ratio of the long side to the short one it takes
 /// (the Hugging Face processor raises an error above it).
 pub const qwen_aspect_ratio_max: u32 = 200;

@@ -53,6 +53,25 @@ fn jpeg_header(width: u16, height: u16) -> Vec<u8> {
     out
 }
 
+/// A progressive 8x8 grey JPEG of `scans` scans that each set the DC coefficient to 0 (libjpeg
+/// warns of a repeated scan and decodes on, as in PIL): mid-grey whatever the count.
+fn jpeg_progressive_scans(scans: usize) -> Vec<u8> {
+    let mut out = vec![0xff, 0xd8];
+    out.extend_from_slice(&[0xff, 0xdb, 0, 67, 0]);
+    out.extend_from_slice(&[1; 64]);
+    out.extend_from_slice(&[0xff, 0xc2, 0, 11, 8, 0, 8, 0, 8, 1, 1, 0x11, 0]);
+    // One DC code, `0` of one bit, for difference category 0.
+    out.extend_from_slice(&[0xff, 0xc4, 0, 20, 0x00, 1]);
+    out.extend_from_slice(&[0; 15]);
+    out.push(0);
+    for _ in 0..scans {
+        // A DC first scan of the one component, then its block: the code and padding ones.
+        out.extend_from_slice(&[0xff, 0xda, 0, 8, 1, 1, 0x00, 0, 0, 0, 0x7f]);
+    }
+    out.extend_from_slice(&[0xff, 0xd9]);
+    out
+}
+
 /// An extended WebP's header claiming a `width` x `height` canvas, then a lossless header.
 fn webp_extended_header(width: u32, height: u32) -> Vec<u8> {
     let mut chunk = vec![0; 4];
@@ -138,10 +157,12 @@ fn refusals() {
         ("GIF without a frame", gif_header(16, 16), defaults, malformed(ImageFormat::Gif)),
         (
             "JPEG side",
-            jpeg_header(65535, 65535),
+            jpeg_header(20000, 10),
             defaults,
-            MediaError::SideTooLong { width: 65535, height: 65535, max: side },
+            MediaError::SideTooLong { width: 20000, height: 10, max: side },
         ),
+        // libjpeg's own bound (65500), before ours.
+        ("JPEG beyond libjpeg", jpeg_header(65535, 65535), defaults, malformed(ImageFormat::Jpeg)),
         (
             "JPEG pixels",
             jpeg_header(9000, 9000),
@@ -173,6 +194,24 @@ fn refusals() {
                 assert!(!detail.is_empty(), "{name}");
             }
             _ => assert_eq!(got.as_ref().err(), Some(&expected), "{name}"),
+        }
+    }
+}
+
+#[test]
+fn jpeg_scans_are_bounded() {
+    let max = shardgate_media::limits::jpeg_scans_max as usize;
+    let cases = [(1, true), (max, true), (max + 1, false), (5 * max, false)];
+    for (scans, decodes) in cases {
+        match decode(&jpeg_progressive_scans(scans), &DecodeLimits::default()) {
+            Ok(decoded) if decodes => {
+                assert_eq!(decoded.image.pixels, vec![128; 8 * 8 * 3], "{scans} scans");
+                assert!(decoded.converted, "grey is converted");
+            }
+            Err(MediaError::Malformed { format: ImageFormat::Jpeg, detail }) if !decodes => {
+                assert_eq!(detail, format!("more than {max} progressive scans"), "{scans} scans")
+            }
+            other => panic!("{scans} scans: {other:?}"),
         }
     }
 }

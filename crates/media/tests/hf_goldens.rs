@@ -3,11 +3,13 @@
 //! passes, unless `SHARDGATE_MEDIA_GOLDENS_REQUIRED` is set, as tools/test.sh sets it after
 //! writing them).
 //!
-//! Tolerances: decoding of lossless images (PNG, GIF, lossless WebP), every processor output
-//! of both backends (torchvision's and PIL's) and torchvision's resize alone must be identical
-//! to the reference (max abs error 0: the resize reproduces each library's integer arithmetic,
-//! and rescale / normalise the same float operations); grids and placeholder counts exactly. JPEG and lossy WebP decoders differ from libjpeg-turbo and libwebp in their
-//! IDCT and chroma upsampling: their pixels may differ by `LOSSY_DECODE_MAX_ABS` levels.
+//! Tolerances: decoding of lossless images (PNG, GIF, lossless WebP) and of every JPEG (decoded
+//! by libjpeg-turbo's own code, as PIL's), every processor output of both backends
+//! (torchvision's and PIL's) and torchvision's resize alone must be identical to the reference
+//! (max abs error 0: the resize reproduces each library's integer arithmetic, and rescale /
+//! normalise the same float operations); grids and placeholder counts exactly. The lossy WebP
+//! decoder differs from libwebp in its chroma upsampling: its pixels may differ by
+//! `LOSSY_DECODE_MAX_ABS` levels.
 
 use std::path::PathBuf;
 
@@ -20,7 +22,7 @@ const LOSSY_DECODE_MAX_ABS: u8 = 8;
 const PROCESSOR_MAX_ABS: f32 = 0.0;
 
 /// The manifest layout this test reads (`GOLDENS_FORMAT` in `tools/goldens/images.py`).
-const GOLDENS_FORMAT: u64 = 2;
+const GOLDENS_FORMAT: u64 = 3;
 
 /// The goldens' directory, or `None` (the test passes, saying why) when there are none or they
 /// are of another layout (written by an older checkout); with `SHARDGATE_MEDIA_GOLDENS_REQUIRED`
@@ -79,6 +81,26 @@ fn decoding_and_item_hashes_match_vllm() {
         assert!(max_abs <= tolerance, "{file}: max abs error {max_abs} > {tolerance}");
     }
     assert!(images.len() >= 20, "the goldens hold {} images", images.len());
+}
+
+/// PIL's accept-or-refuse on JPEGs cut short or corrupted: where vLLM's loader decodes one, the
+/// same pixels; where it refuses, a refusal (the texts differ: PIL's are its own).
+#[test]
+fn damaged_jpegs_as_pil_takes_them() {
+    let Some(dir) = goldens() else { return };
+    let manifest = manifest(&dir);
+    let cases = manifest["damaged"].as_array().expect("damaged");
+    for case in cases {
+        let file = case["file"].as_str().expect("file");
+        let got = decode(&read(&dir, file), &DecodeLimits::default());
+        match (got, case["rgb"].as_str()) {
+            (Ok(decoded), Some(rgb)) => assert!(decoded.image.pixels == read(&dir, rgb), "{file}: pixels differ"),
+            (Err(error), None) => eprintln!("damaged {file:40} refused: {error} (PIL: {})", case["error"]),
+            (Ok(_), None) => panic!("{file}: decoded, but vLLM's loader refuses it: {}", case["error"]),
+            (Err(error), Some(_)) => panic!("{file}: {error}, but vLLM's loader decodes it"),
+        }
+    }
+    assert!(cases.len() >= 8, "the goldens hold {} damaged JPEGs", cases.len());
 }
 
 fn backend(name: &str) -> Backend {

@@ -167,11 +167,26 @@ def pil_images():
     out = []
     for name, fmt, options in [("jpeg-baseline", "JPEG", {"quality": 80}),
                                ("jpeg-progressive", "JPEG", {"quality": 80, "progressive": True}),
-                               ("jpeg-grey", "JPEG", {}), ("webp-lossy", "WEBP", {"quality": 80}),
+                               ("jpeg-grey", "JPEG", {}),
+                               ("jpeg-444", "JPEG", {"quality": 90, "subsampling": 0}),
+                               ("jpeg-422-restarts", "JPEG", {"subsampling": 1, "restart_marker_blocks": 2}),
+                               ("jpeg-progressive-444-restarts", "JPEG",
+                                {"progressive": True, "subsampling": 0, "restart_marker_rows": 1}),
+                               ("jpeg-progressive-grey", "JPEG", {"progressive": True}),
+                               ("jpeg-cmyk", "JPEG", {"quality": 90}),
+                               ("webp-lossy", "WEBP", {"quality": 80}),
                                ("webp-lossless", "WEBP", {"lossless": True})]:
         buffer = io.BytesIO()
-        (image.convert("L") if name == "jpeg-grey" else image).save(buffer, format=fmt, **options)
+        mode = "L" if "grey" in name else "CMYK" if "cmyk" in name else "RGB"
+        image.convert(mode).save(buffer, format=fmt, **options)
         out.append((name, b"\x00" + buffer.getvalue()))
+        if name == "jpeg-progressive-444-restarts":
+            # The same scans under a frame header claiming 1024x1024 (the fuzz limit's 1 Mi
+            # pixels): libjpeg's whole coefficient buffer, then the data runs out.
+            data = bytearray(buffer.getvalue())
+            at = data.index(b"\xff\xc2")
+            data[at + 5:at + 9] = struct.pack(">HH", 1024, 1024)
+            out.append(("jpeg-progressive-claims-1024x1024", b"\x00" + bytes(data)))
     for orientation in (3, 8):
         exif = Image.Exif()
         exif[0x0112] = orientation
@@ -198,6 +213,12 @@ def image_decode():
         # EXIF orientation 6 (turn 90°) in a PNG eXIf chunk: the decoder's TIFF reader.
         ("png-exif-orientation", b"\x00" + png(4, 3, 2, 8, rgb_rows, [(b"eXIf", tiff_orientation(6))])),
     ]
+    # A progressive 8x8 grey JPEG of 64 repeated DC scans (one-code Huffman table, unit
+    # quantisation): libjpeg warns and decodes on; the scan bound's path.
+    scan = b"\xff\xda\x00\x08\x01\x01\x00\x00\x00\x00\x7f"
+    seeds.append(("jpeg-progressive-many-scans", b"\x00\xff\xd8\xff\xdb\x00\x43\x00" + b"\x01" * 64
+                  + b"\xff\xc2\x00\x0b\x08\x00\x08\x00\x08\x01\x01\x11\x00"
+                  + b"\xff\xc4\x00\x14\x00\x01" + b"\x00" * 16 + scan * 64 + b"\xff\xd9"))
     for kind, name in enumerate(["png", "gif", "jpeg", "webp"]):
         seeds.append((f"header-{name}-huge", bytes([1, kind]) + struct.pack("<II", 50000, 40000)))
         seeds.append((f"header-{name}-small", bytes([1, kind]) + struct.pack("<II", 16, 16) + b"\x00" * 32))

@@ -1,16 +1,12 @@
-//! JPEG through `zune-jpeg`, out as RGB whatever the stored colour space, turned by its EXIF or
-//! XMP orientation.
+//! JPEG through libjpeg (`libjpeg.rs`), so the pixels are PIL's to the bit: libjpeg-turbo's
+//! ISLOW IDCT, fancy upsampling and colour tables, grey and CMYK converted as PIL's
+//! `convert("RGB")` converts them; then turned by its EXIF or XMP orientation.
 
-use zune_core::bytestream::ZCursor;
-use zune_core::colorspace::ColorSpace;
-use zune_core::options::DecoderOptions;
-use zune_jpeg::JpegDecoder;
-
+use super::libjpeg;
 use super::orientation::{apply, orientation};
-use super::{malformed, DecodeLimits, Decoded, RgbImage};
-use crate::error::{ImageFormat, MediaError};
+use super::{DecodeLimits, Decoded, RgbImage};
+use crate::error::MediaError;
 
-const FORMAT: ImageFormat = ImageFormat::Jpeg;
 const EXIF: &[u8] = b"Exif\0\0";
 const XMP: &[u8] = b"http://ns.adobe.com/xap/1.0/\0";
 
@@ -45,22 +41,53 @@ fn metadata(bytes: &[u8]) -> (Option<Vec<u8>>, Option<&[u8]>) {
     (exif, xmp)
 }
 
+/// PIL's CMYK to RGB, in place: it reads libjpeg's CMYK as Adobe's inverted ink ("CMYK;I"),
+/// then `convert("RGB")` gives `k' - c' * k' / 255` per channel with `k' = 255 - k`, which on
+/// the inverted samples is `k - (255 - c) * k / 255`, rounded as its `MULDIV255`.
+fn cmyk_to_rgb(samples: &mut Vec<u8>) {
+    let muldiv255 = |a: u32, b: u32| {
+        let product = a * b + 128;
+        ((product >> 8) + product) >> 8
+    };
+    for pixel in 0..samples.len() / 4 {
+        let [c, m, y, k] = [0, 1, 2, 3].map(|i| samples[pixel * 4 + i] as u32);
+        for (channel, ink) in [c, m, y].into_iter().enumerate() {
+            samples[pixel * 3 + channel] = (k - muldiv255(255 - ink, k)) as u8;
+        }
+    }
+    samples.truncate(samples.len() / 4 * 3);
+}
+
 pub(super) fn decode(bytes: &[u8], limits: &DecodeLimits) -> Result<Decoded, MediaError> {
-    let options = DecoderOptions::new_safe()
-        .jpeg_set_out_colorspace(ColorSpace::RGB)
-        .set_max_width(usize::MAX)
-        .set_max_height(usize::MAX);
-    let mut decoder = JpegDecoder::new_with_options(ZCursor::new(bytes), options);
-    decoder.decode_headers().map_err(|e| malformed(FORMAT, e))?;
-    let info = decoder.info().ok_or_else(|| malformed(FORMAT, "no frame header"))?;
-    let (width, height) = (info.width as u32, info.height as u32);
-    // PIL opens grey JPEGs as L and four-component ones as CMYK.
-    let converted = info.components != 3;
-    limits.check_size(FORMAT, width, height)?;
-    let size = decoder.output_buffer_size().ok_or_else(|| malformed(FORMAT, "its size overflows"))?;
-    let mut pixels = vec![0; size];
-    decoder.decode_into(&mut pixels).map_err(|e| malformed(FORMAT, e))?;
+    let mut out = libjpeg::decode(bytes, limits)?;
+    if out.components == 4 {
+        cmyk_to_rgb(&mut out.samples);
+    }
     let (exif, xmp) = metadata(bytes);
-    let image = apply(RgbImage { width, height, pixels }, orientation(exif.as_deref(), xmp));
-    Ok(Decoded { image, converted })
+    let image = RgbImage { width: out.width, height: out.height, pixels: out.samples };
+    // PIL opens grey JPEGs as L and four-component ones as CMYK: vLLM's loader converts them.
+    Ok(Decoded { image: apply(image, orientation(exif.as_deref(), xmp)), converted: out.components != 3 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cmyk_to_rgb;
+
+    #[test]
+    fn cmyk_converts_as_pil() {
+        // libjpeg's CMYK samples, and PIL's `frombytes("CMYK", ..., "raw", "CMYK;I")
+        // .convert("RGB")` of them.
+        let cases = [
+            ([0, 0, 0, 0], [0, 0, 0]),
+            ([255, 255, 255, 255], [255, 255, 255]),
+            ([0, 128, 255, 200], [0, 100, 200]),
+            ([10, 20, 30, 255], [10, 20, 30]),
+            ([200, 100, 50, 128], [100, 50, 25]),
+            ([255, 0, 0, 1], [1, 0, 0]),
+        ];
+        let mut samples: Vec<u8> = cases.iter().flat_map(|(cmyk, _)| *cmyk).collect();
+        cmyk_to_rgb(&mut samples);
+        let expected: Vec<u8> = cases.iter().flat_map(|(_, rgb)| *rgb).collect();
+        assert_eq!(samples, expected);
+    }
 }

@@ -10,6 +10,7 @@
 
 mod gif;
 mod jpeg;
+mod libjpeg;
 mod orientation;
 mod png;
 mod rgb;
