@@ -175,8 +175,12 @@ fn batched_features(images: &[Image], ranges: &[placeholders::PlaceholderRange])
         .iter()
         .zip(ranges)
         .map(|(image, range)| {
-            let pixel_values =
-                Field { key: "pixel_values", data: image.pixel_values.clone(), layout: Layout::Batched, keep_on_cpu: false };
+            let pixel_values = Field {
+                key: "pixel_values",
+                data: image.pixel_values.clone(),
+                layout: Layout::Batched,
+                keep_on_cpu: false,
+            };
             Feature {
                 modality: Modality::Image,
                 fields: Some(Arc::from([pixel_values])),

@@ -154,9 +154,7 @@ impl Vision {
 pub type VisionSupport = Result<Arc<Vision>, String>;
 
 fn has_architecture(config: &Value, names: &[&str]) -> bool {
-    config["architectures"]
-        .as_array()
-        .is_some_and(|a| a.iter().any(|n| n.as_str().is_some_and(|n| names.contains(&n))))
+    config["architectures"].as_array().is_some_and(|a| a.iter().any(|n| n.as_str().is_some_and(|n| names.contains(&n))))
 }
 
 /// The tokens vLLM gives every LLaVA image, whatever its size: the CLIP tower's patch grid
