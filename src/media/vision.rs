@@ -166,7 +166,7 @@ fn llava_tokens(config: &Value, crop: Option<(u32, u32)>) -> Result<usize, Strin
     // CLIPVisionConfig's defaults.
     let image_size = tower["image_size"].as_u64().unwrap_or(224);
     let patch_size = tower["patch_size"].as_u64().unwrap_or(32);
-    if patch_size == 0 || image_size % patch_size != 0 {
+    if patch_size == 0 || !image_size.is_multiple_of(patch_size) {
         return Err(format!("its vision tower's image_size {image_size} is not a multiple of its patch_size"));
     }
     if crop != Some((image_size as u32, image_size as u32)) {
