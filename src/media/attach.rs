@@ -157,13 +157,7 @@ fn patch_row_features(images: &[Image], ranges: &[placeholders::PlaceholderRange
                 layout: Layout::Batched,
                 keep_on_cpu: true,
             };
-            Feature {
-                modality: Modality::Image,
-                fields: Some(Arc::from([pixel_values, image_grid_thw])),
-                hash: image.hash.clone(),
-                offset: range.offset as u32,
-                length: range.length as u32,
-            }
+            feature(image, range, [pixel_values, image_grid_thw])
         })
         .collect()
 }
@@ -181,13 +175,17 @@ fn batched_features(images: &[Image], ranges: &[placeholders::PlaceholderRange])
                 layout: Layout::Batched,
                 keep_on_cpu: false,
             };
-            Feature {
-                modality: Modality::Image,
-                fields: Some(Arc::from([pixel_values])),
-                hash: image.hash.clone(),
-                offset: range.offset as u32,
-                length: range.length as u32,
-            }
+            feature(image, range, [pixel_values])
         })
         .collect()
+}
+
+fn feature<const N: usize>(image: &Image, range: &placeholders::PlaceholderRange, fields: [Field; N]) -> Feature {
+    Feature {
+        modality: Modality::Image,
+        fields: Some(Arc::from(fields)),
+        hash: image.hash.clone(),
+        offset: range.offset as u32,
+        length: range.length as u32,
+    }
 }
