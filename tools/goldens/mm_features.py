@@ -21,9 +21,8 @@ import numpy as np
 import torch
 import vllm
 from transformers import BatchFeature
-from vllm.model_executor.models.llava import LlavaMultiModalProcessor
 from vllm.model_executor.models.qwen2_vl import _create_qwen2vl_field_factory
-from vllm.multimodal.inputs import MultiModalFeatureSpec, MultiModalKwargsItem, MultiModalKwargsItems, PlaceholderRange
+from vllm.multimodal.inputs import MultiModalFeatureSpec, MultiModalFieldConfig, MultiModalKwargsItem, MultiModalKwargsItems, PlaceholderRange
 from vllm.sampling_params import SamplingParams
 from vllm.v1.engine import EngineCoreRequest
 from vllm.v1.serial_utils import MsgpackEncoder
@@ -96,7 +95,9 @@ def llava_case(name, images, shape, tokens, text, hashes):
     size = int(np.prod(shape))
     batch = (np.arange(images * size, dtype=np.int64) % 251).astype(np.float32) * np.float32(0.25)
     hf = BatchFeature({"pixel_values": torch.from_numpy(batch.reshape(images, *shape))})
-    fields = LlavaMultiModalProcessor._get_mm_fields_config(None, hf, {})
+    # What LlavaMultiModalProcessor._get_mm_fields_config gives (its `image_embeds` entry aside);
+    # built here, as importing vLLM's LLaVA module fails in some releases' venvs (0.27.1).
+    fields = {"pixel_values": MultiModalFieldConfig.batched("image")}
     items = MultiModalKwargsItems.from_hf_inputs(hf, fields)["image"]
     prompt, request = request_of(items, [tokens] * images, ("pixel_values",), LLAVA_IMAGE, text, hashes)
     expect = [batch[i * size:(i + 1) * size].tobytes() for i in range(images)]
