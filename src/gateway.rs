@@ -87,8 +87,9 @@ fn run_gateway(config: Config, companion: CompanionSlot) -> Result<(), StartupEr
                     );
                     match &vision {
                         Ok(v) => tracing::info!(
-                            "{} takes images (image token {}; pixels sent {})",
+                            "{} takes images ({} family, image token {}; pixels sent {})",
                             m.served_name,
+                            v.family.name,
                             v.image_token_id,
                             if v.device_normalize { "raw, the engine normalises them" } else { "normalised" }
                         ),

@@ -387,3 +387,115 @@ fn pixels_go_raw_where_the_engine_normalises_them() {
         assert_eq!(g.adds()[0]["mm"]["tensor_bytes"].as_u64(), Some((24 * 1176 * width + 3 * 8) as u64), "{name}");
     }
 }
+
+/// LLaVA-1.5's preprocessor values (CLIP's processor: shortest edge 336, centre crop 336).
+const LLAVA_PREPROCESSOR: &str = r#"{"crop_size": {"height": 336, "width": 336}, "do_center_crop": true,
+  "do_normalize": true, "do_rescale": true, "do_resize": true, "resample": 3, "size": {"shortest_edge": 336},
+  "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
+  "image_processor_type": "CLIPImageProcessor"}"#;
+/// The id the test tokenizer gives LLaVA's `<image>` (one past Qwen3's last added token).
+const LLAVA_IMAGE_TOKEN: u64 = 151669;
+/// One 336×336 image as `float32` pixel values.
+const LLAVA_PIXEL_BYTES: u64 = 3 * 336 * 336 * 4;
+
+/// The demo model as a LLaVA-1.5 (`LlavaForConditionalGeneration`, a CLIP tower of 336-pixel
+/// input and 14-pixel patches), `patch` merged into its config, its tokenizer given `<image>`.
+fn llava_model(name: &str, patch: Value) -> std::path::PathBuf {
+    let mut config = json!({"architectures": ["LlavaForConditionalGeneration"],
+                            "vision_config": {"model_type": "clip_vision_model", "image_size": 336, "patch_size": 14},
+                            "image_token_index": LLAVA_IMAGE_TOKEN, "vision_feature_select_strategy": "default"});
+    for (k, v) in patch.as_object().unwrap() {
+        config[k] = v.clone();
+    }
+    let dir = common::model_dir_with(name, &config);
+    let mut tokenizer: Value = serde_json::from_slice(&std::fs::read(dir.join("tokenizer.json")).unwrap()).unwrap();
+    tokenizer["added_tokens"].as_array_mut().unwrap().push(json!({"id": LLAVA_IMAGE_TOKEN, "content": "<image>",
+        "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}));
+    std::fs::write(dir.join("tokenizer.json"), tokenizer.to_string()).unwrap();
+    std::fs::write(dir.join("preprocessor_config.json"), LLAVA_PREPROCESSOR).unwrap();
+    dir
+}
+
+/// vLLM's LLaVA gives every image the tower's patch grid, (336 / 14)² = 576 tokens (one more
+/// with the `full` strategy, which keeps the class token), whatever the image's size, and sends
+/// `pixel_values` as one `(3, 336, 336)` `float32` entry per image, normalised by the gateway
+/// even when the flag asks for the device (vLLM's LLaVA never normalises there).
+#[test]
+fn llava_images_cost_the_towers_grid_and_go_batched() {
+    // (model directory, config patch, flag, image sizes, tokens per image)
+    type Case = (&'static str, Value, Option<&'static str>, &'static [(u32, u32)], u64);
+    let cases: [Case; 4] = [
+        ("llava", json!({}), None, &[(96, 64)], 576),
+        ("llava-many", json!({}), None, &[(64, 96), (336, 336), (500, 20)], 576),
+        ("llava-full", json!({"vision_feature_select_strategy": "full"}), None, &[(120, 90)], 577),
+        ("llava-flag", json!({}), Some("true"), &[(200, 300), (96, 64)], 576),
+    ];
+    for (name, patch, flag, sizes, tokens) in cases {
+        let gateway_args =
+            flag.map(|f| vec!["--mm-device-do-normalize".to_string(), f.to_string()]).unwrap_or_default();
+        let g = Gateway::start_with(Options {
+            model_path: Some(llava_model(name, patch)),
+            gateway_args,
+            ..Default::default()
+        });
+        let mut content: Vec<Value> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &(w, h))| image_part(&data_url("image/png", &png(w + i as u32, h))))
+            .collect();
+        content.push(json!({"type": "text", "text": "Describe."}));
+        let messages = json!([{"role": "user", "content": content}]);
+        let r = g.post_json("/v1/chat/completions", &chat(messages.clone()));
+        assert_eq!(r.status, 200, "{name}: {}", r.text());
+        let n = sizes.len() as u64;
+        let prompt_tokens = r.json()["usage"]["prompt_tokens"].as_u64().unwrap();
+        assert_eq!(prompt_tokens, unexpanded_len(&g, &messages) + n * (tokens - 1), "{name}");
+        let add = &g.adds()[0];
+        let mm = &add["mm"];
+        assert_eq!((mm["items"].as_u64(), add["prompt_len"].as_u64()), (Some(n), Some(prompt_tokens)), "{name}");
+        assert_eq!(mm["tensor_bytes"].as_u64(), Some(n * LLAVA_PIXEL_BYTES), "{name}");
+        let ranges: Vec<(u64, u64)> =
+            mm["ranges"].as_array().unwrap().iter().map(|r| (r[0].as_u64().unwrap(), r[1].as_u64().unwrap())).collect();
+        for (i, &(offset, length)) in ranges.iter().enumerate() {
+            assert_eq!(length, tokens, "{name}: image {i}");
+            // `<image>\n<image>`: each image's tokens one newline after the previous one's.
+            if i > 0 {
+                assert_eq!(offset, ranges[i - 1].0 + tokens + 1, "{name}: image {i}");
+            }
+        }
+    }
+}
+
+/// A CLIP processor serves only a LLaVA with a CLIP tower whose input is the crop; anything
+/// else is a model that takes no images, said in the 400 naming the model.
+#[test]
+fn clip_models_outside_llava_15_take_no_images() {
+    let cases = [
+        ("llava-other-arch", json!({"architectures": ["CLIPModel"]}), "CLIP's for LlavaForConditionalGeneration"),
+        (
+            "llava-siglip",
+            json!({"vision_config": {"model_type": "siglip_vision_model", "image_size": 336, "patch_size": 14}}),
+            "siglip_vision_model",
+        ),
+        (
+            "llava-224",
+            json!({"vision_config": {"model_type": "clip_vision_model", "image_size": 224, "patch_size": 14}}),
+            "does not crop to the vision tower's 224x224",
+        ),
+        ("llava-class", json!({"vision_feature_select_strategy": "class"}), "\"class\" is not default or full"),
+    ];
+    for (name, patch, says) in cases {
+        let g = Gateway::start_with(Options { model_path: Some(llava_model(name, patch)), ..Default::default() });
+        let content = json!([image_part(&data_url("image/png", &png(32, 32))), {"type": "text", "text": "?"}]);
+        let r = g.post_json("/v1/chat/completions", &chat(json!([{"role": "user", "content": content}])));
+        assert_eq!(r.status, 400, "{name}: {}", r.text());
+        let e = &r.json()["error"];
+        assert_eq!(e["param"], "messages[0].content[0].image_url", "{name}");
+        let message = e["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("the model 'test-model' does not take images (") && message.contains(says),
+            "{name}: {message}"
+        );
+        assert!(g.adds().is_empty(), "{name}: a refused request reached the engine");
+    }
+}

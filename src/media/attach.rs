@@ -1,7 +1,7 @@
 //! A request's images, from URLs to the engine's `mm_features`: each item fetched, decoded,
 //! processed and hashed on the side pool (all items at once), then, back on the shard, the
 //! image token of the tokenized prompt expanded once per image (`placeholders::expand`) and
-//! each item's tensors laid out as vLLM's Qwen2-VL field factory lays them out.
+//! each item's tensors laid out as vLLM's field config for the model's family lays them out.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use shardgate_wire::mm::{Feature, Field, Layout, Modality, Tensor};
 
 use super::collect::MediaItem;
 use super::refusal;
-use super::vision::Vision;
+use super::vision::{TensorLayout, Vision};
 use crate::error::ApiError;
 use crate::pipeline::request::Prompt;
 use crate::shard::ShardCtx;
@@ -20,7 +20,8 @@ use crate::shard::ShardCtx;
 /// One image, processed (on a pool thread).
 struct Image {
     pixel_values: Tensor,
-    grid_thw: [u32; 3],
+    /// `image_grid_thw`, for the families whose processor gives one.
+    grid_thw: Option<[u32; 3]>,
     tokens: usize,
     hash: String,
 }
@@ -59,7 +60,10 @@ pub fn expand(vision: &Vision, items: &[MediaItem], images: &Processed, prompt: 
             MediaError::Placeholders { found, .. } => refusal::media(&items[found.min(items.len() - 1)].at, &e),
             other => refusal::media(&items[0].at, &other),
         })?;
-    let features = features(images, &ranges);
+    let features = match vision.family.layout {
+        TensorLayout::PatchRowsWithGrid => patch_row_features(images, &ranges),
+        TensorLayout::BatchedPixels => batched_features(images, &ranges),
+    };
     Ok(Prompt { token_ids: Rc::from(ids), mm_features: features, ..prompt })
 }
 
@@ -95,11 +99,13 @@ fn process_one(url: &str, policy: &FetchPolicy, vision: &Vision) -> Result<Image
     let fetched = shardgate_fetch::fetch(url, policy).map_err(Refused::Fetch)?;
     let decoded = shardgate_media::decode(&fetched.bytes, &DecodeLimits::default()).map_err(Refused::Media)?;
     let processed = vision.processor.process(&decoded.image).map_err(Refused::Media)?;
-    let grid_thw = processed.grid_thw.ok_or_else(|| unprocessable(&decoded.image))?;
+    if vision.family.layout == TensorLayout::PatchRowsWithGrid && processed.grid_thw.is_none() {
+        return Err(unprocessable(&decoded.image));
+    }
     Ok(Image {
         pixel_values: pixel_tensor(&processed, vision.device_normalize),
-        grid_thw,
-        tokens: processed.tokens,
+        grid_thw: processed.grid_thw,
+        tokens: vision.tokens(&processed),
         hash: shardgate_media::image_hash(&vision.model_id, &fetched.bytes, decoded.converted),
     })
 }
@@ -126,7 +132,7 @@ fn unprocessable(image: &shardgate_media::RgbImage) -> Refused {
 /// The items as vLLM's Qwen2-VL field factory makes them: `pixel_values` flat along rows (each
 /// item carries every item's row slice of the request's concatenation), `image_grid_thw`
 /// batched and kept on the CPU.
-fn features(images: &[Image], ranges: &[placeholders::PlaceholderRange]) -> Rc<[Feature]> {
+fn patch_row_features(images: &[Image], ranges: &[placeholders::PlaceholderRange]) -> Rc<[Feature]> {
     let mut slices = Vec::with_capacity(images.len());
     let mut start = 0;
     for image in images {
@@ -144,20 +150,42 @@ fn features(images: &[Image], ranges: &[placeholders::PlaceholderRange]) -> Rc<[
                 layout: Layout::Flat { slices: slices.clone(), dim: 0 },
                 keep_on_cpu: false,
             };
-            let grid = image.grid_thw.map(i64::from);
+            let grid = image.grid_thw.unwrap_or_default().map(i64::from);
             let image_grid_thw = Field {
                 key: "image_grid_thw",
                 data: Tensor::i64(vec![3], &grid),
                 layout: Layout::Batched,
                 keep_on_cpu: true,
             };
-            Feature {
-                modality: Modality::Image,
-                fields: Some(Arc::from([pixel_values, image_grid_thw])),
-                hash: image.hash.clone(),
-                offset: range.offset as u32,
-                length: range.length as u32,
-            }
+            feature(image, range, [pixel_values, image_grid_thw])
         })
         .collect()
+}
+
+/// The items as vLLM's LLaVA processor makes them: each item's `pixel_values` is its own
+/// `(3, height, width)` entry of the batch.
+fn batched_features(images: &[Image], ranges: &[placeholders::PlaceholderRange]) -> Rc<[Feature]> {
+    images
+        .iter()
+        .zip(ranges)
+        .map(|(image, range)| {
+            let pixel_values = Field {
+                key: "pixel_values",
+                data: image.pixel_values.clone(),
+                layout: Layout::Batched,
+                keep_on_cpu: false,
+            };
+            feature(image, range, [pixel_values])
+        })
+        .collect()
+}
+
+fn feature<const N: usize>(image: &Image, range: &placeholders::PlaceholderRange, fields: [Field; N]) -> Feature {
+    Feature {
+        modality: Modality::Image,
+        fields: Some(Arc::from(fields)),
+        hash: image.hash.clone(),
+        offset: range.offset as u32,
+        length: range.length as u32,
+    }
 }

@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""Differential test of images in chat requests: the tiny Qwen2-VL model (setup.sh's tiny-vl)
-served by `vllm serve` (which fetches, decodes and processes images itself) and by shardgate in
+"""Differential test of images in chat requests: a tiny vision model of each served family
+(setup.sh's tiny-vl, Qwen2-VL; tiny-llava, LLaVA-1.5) served by `vllm serve` (which fetches, decodes and processes images itself) and by shardgate in
 front of a headless vLLM engine (shardgate does that work and sends the tensors in
 mm_features) must give the same greedy answers and prompt token counts.
 
 Opt-in (needs tools/real-vllm/setup.sh); run with the real-vLLM venv's python (PIL and numpy
 make the images):
 
-    ~/.cache/real-vllm/venv/bin/python tests/real_vllm/images.py [--gateway PATH] [--port-base N]
+    ~/.cache/real-vllm/venv/bin/python tests/real_vllm/images.py [--family qwen-vl|llava]
+        [--gateway PATH] [--port-base N]
 
 The images are made here from a seeded pattern, as PNG and JPEG data URLs, in sizes and aspect
 ratios that exercise smart_resize's rounding, its min_pixels raise and its max_pixels cap
-(64 merged patches for tiny-vl). One real engine runs at a time: shardgate's first, then the
+(64 merged patches for tiny-vl), and CLIP's shortest-edge resize and centre crop (LLaVA: PNG
+only, every image 576 tokens, so the engine runs with a 2048-token context). One real engine runs at a time: shardgate's first, then the
 reference. Exit status 0 = identical."""
 import argparse, base64, io, json, os, signal, subprocess, sys
 
@@ -21,9 +23,16 @@ from PIL import Image
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from differential import HOME, ROOT, TOOLS, free_port, handshake_port, report, run_all, wait_http  # noqa: E402
 
-MODEL = os.environ.get("REAL_VLLM_VL_MODEL", os.path.join(HOME, "tiny-vl"))
 NAME = "tiny-chat"  # what differential.run_all sends as `model`
 ENGINE_ARGS = ["--gpu-memory-utilization", "0.3", "--limit-mm-per-prompt", json.dumps({"image": 3})]
+# Per family: the model directory, the placeholder a client writes itself, the image formats
+# compared, and engine arguments beyond ENGINE_ARGS.
+FAMILIES = {
+    "qwen-vl": (os.environ.get("REAL_VLLM_VL_MODEL", os.path.join(HOME, "tiny-vl")),
+                "<|vision_start|><|image_pad|><|vision_end|>", ("PNG", "JPEG"), []),
+    "llava": (os.environ.get("REAL_VLLM_LLAVA_MODEL", os.path.join(HOME, "tiny-llava")),
+              "<image>", ("PNG",), ["--max-model-len", "2048"]),
+}
 
 
 def image(w, h, seed):
@@ -41,11 +50,11 @@ def data_url(img, fmt):
     return f"data:{mime};base64,{base64.b64encode(buf.getvalue()).decode()}"
 
 
-def part(w, h, fmt, seed):
-    return {"type": "image_url", "image_url": {"url": data_url(image(w, h, seed), fmt)}}
+def cases(placeholder, formats):
+    def part(w, h, fmt, seed):
+        fmt = fmt if fmt in formats else formats[0]
+        return {"type": "image_url", "image_url": {"url": data_url(image(w, h, seed), fmt)}}
 
-
-def cases():
     text = {"type": "text", "text": "What is in the picture?"}
     singles = [(96, 64, "PNG"), (64, 96, "JPEG"), (28, 28, "PNG"), (300, 200, "JPEG"), (640, 64, "PNG"),
                (500, 375, "JPEG"), (17, 301, "PNG")]
@@ -62,7 +71,7 @@ def cases():
                                       {"role": "user", "content": [text, part(100, 200, "JPEG", 13)]}],
                          "temperature": 0, "max_tokens": 16, "stream": True}))
     # Placeholders the client wrote itself stay where they are.
-    placed = {"type": "text", "text": "Look: <|vision_start|><|image_pad|><|vision_end|> what is it?"}
+    placed = {"type": "text", "text": f"Look: {placeholder} what is it?"}
     out.append(("chat", {"messages": [{"role": "user", "content": [part(80, 80, "PNG", 14), placed]}],
                          "temperature": 0, "max_tokens": 16}))
     # The same request again (the engine's caches now hold the image), and another image of the
@@ -75,26 +84,30 @@ def cases():
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--family", choices=sorted(FAMILIES), default="qwen-vl")
     ap.add_argument("--gateway", default=os.path.join(ROOT, "target", "release", "shardgate"))
-    ap.add_argument("--port-base", type=int, default=0, help="take TCP ports from here up (default: any free)")
+    ap.add_argument("--port-base", type=int, default=0,
+                    help="take the 100 TCP ports from here up (default: any free)")
     args = ap.parse_args()
-    reqs = cases()
-    work = f"/tmp/sg-diff-images-{os.getpid()}"
+    model, placeholder, formats, family_args = FAMILIES[args.family]
+    engine_args = ENGINE_ARGS + family_args
+    reqs = cases(placeholder, formats)
+    work = f"/tmp/sg-diff-images-{args.family}-{os.getpid()}"
     os.makedirs(work, exist_ok=True)
-    ports = iter(range(args.port_base, args.port_base + 100)) if args.port_base else None
+    ports = iter(range(args.port_base, args.port_base + 50)) if args.port_base else None
     port = (lambda: next(ports)) if ports else free_port
     # The gateway derives the engine's handshake port from the socket path: pick a path whose
-    # port lies in the range.
+    # port lies in the range's upper half.
     path = next(p for p in (f"{work}/engine-{i}" for i in range(100000))
-                if not args.port_base or args.port_base + 100 <= handshake_port(p) < args.port_base + 1000)
-    env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", VLLM_CPU_KVCACHE_SPACE="1", REAL_VLLM_MODEL=MODEL)
+                if not args.port_base or args.port_base + 50 <= handshake_port(p) < args.port_base + 100)
+    env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", VLLM_CPU_KVCACHE_SPACE="1", REAL_VLLM_MODEL=model)
     gw_port, ref_port = port(), port()
 
-    gw = subprocess.Popen([args.gateway, "launch", "--worker-urls", f"ipc://{path}", "--model-path", MODEL,
+    gw = subprocess.Popen([args.gateway, "launch", "--worker-urls", f"ipc://{path}", "--model-path", model,
                            "--served-model-name", NAME, "--host", "127.0.0.1", "--port", str(gw_port),
                            "--metrics-port", str(port()), "--data-dir", f"{work}/data"],
                           stderr=open(f"{work}/gateway.log", "w"))
-    eng = subprocess.Popen([os.path.join(TOOLS, "run-engine.sh"), str(handshake_port(path)), "1"] + ENGINE_ARGS,
+    eng = subprocess.Popen([os.path.join(TOOLS, "run-engine.sh"), str(handshake_port(path)), "1"] + engine_args,
                            env=env, stdout=open(f"{work}/engine.log", "w"), stderr=subprocess.STDOUT,
                            start_new_session=True)
     try:
@@ -103,9 +116,9 @@ def main():
     finally:
         os.killpg(eng.pid, signal.SIGTERM); eng.wait(); gw.terminate(); gw.wait()
 
-    ref = subprocess.Popen([os.path.join(HOME, "venv", "bin", "vllm"), "serve", MODEL, "--served-model-name", NAME,
+    ref = subprocess.Popen([os.path.join(HOME, "venv", "bin", "vllm"), "serve", model, "--served-model-name", NAME,
                             "--port", str(ref_port), "--dtype", "float32", "--max-model-len", "1024",
-                            "--max-num-seqs", "8", "--enforce-eager"] + ENGINE_ARGS, env=env,
+                            "--max-num-seqs", "8", "--enforce-eager"] + engine_args, env=env,
                            stdout=open(f"{work}/reference.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_http(f"http://127.0.0.1:{ref_port}/v1/models", limit=600)

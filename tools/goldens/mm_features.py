@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Goldens of shardgate-wire's `mm_features` encoding, from vLLM's own structs and encoder:
 Qwen2-VL image items built by vLLM's field factory (`MultiModalKwargsItems.from_hf_inputs`
-with `_create_qwen2vl_field_factory`), wrapped in `MultiModalFeatureSpec`s inside an
+with `_create_qwen2vl_field_factory`) and LLaVA ones by its field config
+(`LlavaMultiModalProcessor._get_mm_fields_config`: `pixel_values` batched), wrapped in `MultiModalFeatureSpec`s inside an
 `EngineCoreRequest`, encoded by `MsgpackEncoder` (tensors of 256 bytes and more as aux frames).
 
     ~/.cache/real-vllm/venv/bin/python tools/goldens/mm_features.py [--check]
@@ -21,13 +22,14 @@ import torch
 import vllm
 from transformers import BatchFeature
 from vllm.model_executor.models.qwen2_vl import _create_qwen2vl_field_factory
-from vllm.multimodal.inputs import MultiModalFeatureSpec, MultiModalKwargsItem, MultiModalKwargsItems, PlaceholderRange
+from vllm.multimodal.inputs import MultiModalFeatureSpec, MultiModalFieldConfig, MultiModalKwargsItem, MultiModalKwargsItems, PlaceholderRange
 from vllm.sampling_params import SamplingParams
 from vllm.v1.engine import EngineCoreRequest
 from vllm.v1.serial_utils import MsgpackEncoder
 
 OUT = Path(__file__).resolve().parents[2] / "crates/wire/tests/goldens/mm_features.json"
 PAD = 151655
+LLAVA_IMAGE = 32000  # LLaVA-1.5's image_token_index
 ROW = 3 * 2 * 14 * 14  # channels * temporal_patch_size * patch_size**2: Qwen2-VL's patch row
 MERGE = 2
 
@@ -36,6 +38,13 @@ CASES = [
     ("one image", [(1, 4, 4)], [9707, 11], ["a1" * 32]),
     ("two images", [(1, 2, 4), (1, 6, 2)], [3555, 374], ["b2" * 32, "c3" * 32]),
     ("one patch row", [(1, 2, 2)], [], ["d4" * 32]),
+]
+# name, images, each image's (channels, height, width), its placeholder tokens, prompt text ids
+# around the images, mm_hash per image
+LLAVA_CASES = [
+    ("llava one image", 1, (3, 8, 8), 4, [1, 319], ["e5" * 32]),
+    ("llava two images", 2, (3, 16, 12), 12, [1], ["f6" * 32, "a7" * 32]),
+    ("llava one small image", 1, (3, 2, 4), 2, [1, 319, 29871], ["b8" * 32]),
 ]
 
 
@@ -52,44 +61,73 @@ def sampling():
     return p
 
 
+def request_of(items, lengths, keys, pad, text, hashes):
+    """The request with each item's placeholders after `text`, each followed by a newline (13)."""
+    prompt, features = list(text), []
+    for item, n, mm_hash in zip(items, lengths, hashes):
+        # vLLM builds the item's keys from a set (order varies per process); the engine reads
+        # the map by key, so the golden fixes the order the gateway writes.
+        item = MultiModalKwargsItem({k: item[k] for k in keys})
+        features.append(MultiModalFeatureSpec(data=item, modality="image", identifier=mm_hash,
+                                              mm_position=PlaceholderRange(offset=len(prompt), length=n),
+                                              mm_hash=mm_hash))
+        prompt += [pad] * n
+        prompt.append(13)
+    return prompt, EngineCoreRequest(
+        request_id="mm-1", prompt_token_ids=prompt, mm_features=features,
+        sampling_params=sampling(), pooling_params=None,
+        arrival_time=1700000000.5, lora_request=None, cache_salt=None, data_parallel_rank=None)
+
+
 def build(grids, text, hashes):
     rows = [t * h * w for t, h, w in grids]
     hf = BatchFeature({"pixel_values": torch.from_numpy(pixels(sum(rows))),
                        "image_grid_thw": torch.tensor(grids, dtype=torch.int64)})
     items = MultiModalKwargsItems.from_hf_inputs(hf, _create_qwen2vl_field_factory(MERGE)(hf))["image"]
-    prompt, features = list(text), []
-    for item, (t, h, w), mm_hash in zip(items, grids, hashes):
-        n = t * h * w // MERGE // MERGE
-        # vLLM builds the item's keys from a set (order varies per process); the engine reads
-        # the map by key, so the golden fixes the order the gateway writes.
-        item = MultiModalKwargsItem({k: item[k] for k in ("pixel_values", "image_grid_thw")})
-        features.append(MultiModalFeatureSpec(data=item, modality="image", identifier=mm_hash,
-                                              mm_position=PlaceholderRange(offset=len(prompt), length=n),
-                                              mm_hash=mm_hash))
-        prompt += [PAD] * n
-        prompt.append(13)
-    request = EngineCoreRequest(
-        request_id="mm-1", prompt_token_ids=prompt, mm_features=features,
-        sampling_params=sampling(), pooling_params=None,
-        arrival_time=1700000000.5, lora_request=None, cache_salt=None, data_parallel_rank=None)
+    lengths = [t * h * w // MERGE // MERGE for t, h, w in grids]
+    prompt, request = request_of(items, lengths, ("pixel_values", "image_grid_thw"), PAD, text, hashes)
     return prompt, rows, request
+
+
+def llava_case(name, images, shape, tokens, text, hashes):
+    """LLaVA's items: each `pixel_values` its own (3, height, width) entry of the batch; the
+    pattern runs over the batch's elements."""
+    size = int(np.prod(shape))
+    batch = (np.arange(images * size, dtype=np.int64) % 251).astype(np.float32) * np.float32(0.25)
+    hf = BatchFeature({"pixel_values": torch.from_numpy(batch.reshape(images, *shape))})
+    # What LlavaMultiModalProcessor._get_mm_fields_config gives (its `image_embeds` entry aside);
+    # built here, as importing vLLM's LLaVA module fails in some releases' venvs (0.27.1).
+    fields = {"pixel_values": MultiModalFieldConfig.batched("image")}
+    items = MultiModalKwargsItems.from_hf_inputs(hf, fields)["image"]
+    prompt, request = request_of(items, [tokens] * images, ("pixel_values",), LLAVA_IMAGE, text, hashes)
+    expect = [batch[i * size:(i + 1) * size].tobytes() for i in range(images)]
+    out = encoded(name, request, expect)
+    return {"name": name, "family": "llava", "images": images, "shape": list(shape), "tokens": tokens,
+            "prompt": prompt, "mm_hashes": hashes, **out}
+
+
+def encoded(name, request, expect):
+    """The request's frames, each aux frame checked to be the next item's pixel values (those of
+    256 bytes and more: smaller tensors go inline)."""
+    frames = MsgpackEncoder().encode(request)
+    aux = []
+    expect = [e for e in expect if len(e) >= 256]
+    for i, want in enumerate(expect):
+        assert bytes(frames[1 + i]) == want, f"{name}: aux frame {1 + i} is not image {i}'s pixel values"
+        aux.append({"tensor": f"pixel_values[{i}]", "bytes": len(want)})
+    assert len(frames) == 1 + len(expect), f"{name}: {len(frames)} frames"
+    alone = MsgpackEncoder().encode(request.mm_features)
+    assert [bytes(f) for f in alone[1:]] == [bytes(f) for f in frames[1:]]
+    return {"mm_features": bytes(alone[0]).hex(), "main": bytes(frames[0]).hex(), "aux": aux}
 
 
 def case(name, grids, text, hashes):
     prompt, rows, request = build(grids, text, hashes)
-    frames = MsgpackEncoder().encode(request)
     all_pixels = pixels(sum(rows))
-    aux, start = [], 0
-    for i, n in enumerate(rows):
-        expect = all_pixels[start:start + n].tobytes()
-        start += n
-        assert bytes(frames[1 + i]) == expect, f"{name}: aux frame {1 + i} is not image {i}'s pixel values"
-        aux.append({"tensor": f"pixel_values[{i}]", "bytes": len(expect)})
-    assert len(frames) == 1 + len(rows), f"{name}: {len(frames)} frames"
-    alone = MsgpackEncoder().encode(request.mm_features)
-    assert [bytes(f) for f in alone[1:]] == [bytes(f) for f in frames[1:]]
+    starts = np.cumsum([0] + rows)
+    expect = [all_pixels[starts[i]:starts[i + 1]].tobytes() for i in range(len(rows))]
     return {"name": name, "grids": [list(g) for g in grids], "prompt": prompt, "mm_hashes": hashes,
-            "mm_features": bytes(alone[0]).hex(), "main": bytes(frames[0]).hex(), "aux": aux}
+            **encoded(name, request, expect)}
 
 
 def text_of(cases, version):
@@ -97,7 +135,7 @@ def text_of(cases, version):
 
 
 def main():
-    cases = [case(*c) for c in CASES]
+    cases = [case(*c) for c in CASES] + [llava_case(*c) for c in LLAVA_CASES]
     if "--check" in sys.argv:
         golden = json.loads(OUT.read_text())
         if golden["vllm"] != vllm.__version__:

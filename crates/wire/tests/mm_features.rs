@@ -1,6 +1,6 @@
 //! `mm_features` against vLLM's own encoder: `tools/goldens/mm_features.py` built each request
-//! with vLLM's structs (Qwen2-VL's field factory) and `MsgpackEncoder`; here the same request
-//! is encoded by the codec and every frame compared.
+//! with vLLM's structs (Qwen2-VL's field factory, LLaVA's field config) and `MsgpackEncoder`;
+//! here the same request is encoded by the codec and every frame compared.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -14,9 +14,16 @@ const GOLDENS: &str = include_str!("goldens/mm_features.json");
 /// Qwen2-VL's patch row: channels × temporal patch × patch².
 const ROW: u64 = 3 * 2 * 14 * 14;
 const MERGE: u64 = 2;
+/// LLaVA-1.5's image token.
+const LLAVA_IMAGE: u32 = 32000;
+
+/// The pattern both sides compute exactly, over `n` elements.
+fn pattern(n: u64) -> Vec<f32> {
+    (0..n).map(|i| (i % 251) as f32 * 0.25).collect()
+}
 
 fn pixels(rows: u64) -> Vec<f32> {
-    (0..rows * ROW).map(|i| (i % 251) as f32 * 0.25).collect()
+    pattern(rows * ROW)
 }
 
 fn ints(v: &Value) -> Vec<u64> {
@@ -65,19 +72,48 @@ fn features(grids: &[Vec<u64>], prompt: &[u32], hashes: &[&str]) -> Vec<Feature>
         .collect()
 }
 
+/// The features of a LLaVA case: each image its own `(3, height, width)` entry of the batch.
+fn llava_features(case: &Value, prompt: &[u32], hashes: &[&str]) -> Vec<Feature> {
+    let (images, shape, tokens) =
+        (case["images"].as_u64().unwrap(), ints(&case["shape"]), case["tokens"].as_u64().unwrap());
+    let size: u64 = shape.iter().product();
+    let all = pattern(images * size);
+    let mut offsets =
+        (0..prompt.len()).filter(|&i| prompt[i] == LLAVA_IMAGE && (i == 0 || prompt[i - 1] != LLAVA_IMAGE));
+    (0..images as usize)
+        .map(|i| {
+            let data = Tensor::f32(shape.clone(), &all[i * size as usize..(i + 1) * size as usize]);
+            let pixel_values = Field { key: "pixel_values", data, layout: Layout::Batched, keep_on_cpu: false };
+            Feature {
+                modality: Modality::Image,
+                fields: Some(Arc::from([pixel_values])),
+                hash: hashes[i].to_string(),
+                offset: offsets.next().unwrap() as u32,
+                length: tokens as u32,
+            }
+        })
+        .collect()
+}
+
 #[test]
 fn mm_features_are_the_bytes_vllm_encodes() {
     let goldens: Value = serde_json::from_str(GOLDENS).unwrap();
     let cases = goldens["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 3);
+    assert_eq!(cases.len(), 6);
     for case in cases {
         let name = case["name"].as_str().unwrap();
-        let grids: Vec<Vec<u64>> = case["grids"].as_array().unwrap().iter().map(ints).collect();
         let prompt: Vec<u32> = ints(&case["prompt"]).into_iter().map(|t| t as u32).collect();
         let hashes: Vec<&str> = case["mm_hashes"].as_array().unwrap().iter().map(|h| h.as_str().unwrap()).collect();
         let req = EngineRequest {
             request_id: "mm-1".into(),
-            mm_features: features(&grids, &prompt, &hashes).into(),
+            mm_features: match case["family"].as_str() {
+                Some("llava") => llava_features(case, &prompt, &hashes),
+                _ => {
+                    let grids: Vec<Vec<u64>> = case["grids"].as_array().unwrap().iter().map(ints).collect();
+                    features(&grids, &prompt, &hashes)
+                }
+            }
+            .into(),
             prompt_token_ids: Rc::from(prompt),
             sampling: SamplingParams { temperature: 0.0, max_tokens: 4, ..Default::default() },
             arrival_time: 1700000000.5,
