@@ -315,6 +315,32 @@ mod tests {
     }
 
     #[test]
+    fn a_template_reading_parts_gets_them_as_vllm_hands_them_over() {
+        // Reads content as parts (a loop over it); names no developer role.
+        let parts = "{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}";
+        let input = json!([
+            {"role": "system", "content": "s"},
+            {"role": "developer", "content": [{"type": "text", "text": "d1"}, {"type": "text", "text": "d2"}]},
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+            {"role": "assistant", "content": null},
+            {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "4"}, {"type": "text", "text": "2"}]}
+        ]);
+        let out = normalize(&input, parts).unwrap();
+        assert_eq!(
+            out,
+            json!([
+                // The system messages merged into one string, as vLLM merges them.
+                {"role": "system", "content": "s\n\nd1\nd2"},
+                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+                {"role": "assistant", "content": []},
+                {"role": "tool", "content": "4\n2", "tool_call_id": "c"}
+            ])
+        );
+        let one = normalize(&json!([{"role": "user", "content": "hi"}]), parts).unwrap();
+        assert_eq!(one, json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}]));
+    }
+
+    #[test]
     fn rejects_bad_messages_naming_the_field() {
         let cases = [
             (json!([]), "messages"),
