@@ -11,6 +11,7 @@ use crate::kv_publish::endpoints::{PublishEndpoints, PublishFlags, PublishRefusa
 use crate::limits;
 use crate::routing::{CacheAwareConfig, CacheAwareError, PolicyKind, UnknownPolicy};
 use crate::workers::refusal::WorkerRefusal;
+use shardgate_text::template::content_format::ContentFormat;
 use shardgate_text::tokenizer::cache::CacheConfig;
 use shardgate_wire::sockdir;
 
@@ -125,6 +126,11 @@ pub struct GatewayArgs {
     /// `auto`: sampling defaults from the model's generation_config.json; `vllm`: vLLM's own.
     #[arg(long = "generation-config", default_value = "auto", value_parser = ["auto", "vllm"])]
     pub generation_config: String,
+    /// How the chat template reads `message.content` (vLLM's flag): `string` (text parts
+    /// joined, an image as placeholder text), `openai` (a list of parts, `{"type": "image"}`
+    /// where each image is), or `auto`: detected from the template as vLLM detects it.
+    #[arg(long = "chat-template-content-format", default_value = "auto", value_parser = ["auto", "string", "openai"])]
+    pub chat_template_content_format: String,
     /// Expand data-parallel workers into one worker per rank (not possible for grouped ZMQ
     /// workers; single-engine ZMQ workers register normally).
     #[arg(long = "dp-aware")]
@@ -513,6 +519,8 @@ pub struct Config {
     pub media_fetch: shardgate_fetch::FetchPolicy,
     /// `--mm-device-do-normalize`; `None` decides from the model's architecture.
     pub mm_device_do_normalize: Option<bool>,
+    /// `--chat-template-content-format`; `None` (`auto`) detects it from the template.
+    pub chat_template_content_format: Option<ContentFormat>,
 }
 
 /// The MCP servers and bounds (`--mcp-*`).
@@ -796,6 +804,7 @@ impl Config {
             mcp,
             media_fetch: media_fetch(g)?,
             mm_device_do_normalize: g.mm_device_do_normalize,
+            chat_template_content_format: ContentFormat::parse(&g.chat_template_content_format),
         })
     }
 }

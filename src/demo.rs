@@ -131,5 +131,6 @@ fn demo_config(args: &DemoArgs, ports: &DemoPorts, model_dir: std::path::PathBuf
         mcp: Default::default(),
         media_fetch: Default::default(),
         mm_device_do_normalize: None,
+        chat_template_content_format: None,
     }
 }

@@ -63,11 +63,13 @@ fn chat(messages: Value) -> Value {
     json!({"model": "test-model", "messages": messages, "max_tokens": 4, "temperature": 0})
 }
 
-/// The prompt's length with each image as its one unexpanded placeholder token.
-fn unexpanded_len(g: &Gateway, messages: &Value) -> u64 {
+/// `/tokenize`'s count for chat messages: the prompt the engine gets, placeholders expanded.
+fn tokenized_len(g: &Gateway, messages: &Value) -> u64 {
     let r = g.post_json("/tokenize", &json!({"model": "test-model", "messages": messages}));
     assert_eq!(r.status, 200, "{}", r.text());
-    r.json()["count"].as_u64().unwrap()
+    let count = r.json()["count"].as_u64().unwrap();
+    assert_eq!(r.json()["tokens"].as_array().unwrap().len() as u64, count);
+    count
 }
 
 /// Image sizes, and the placeholder tokens each costs.
@@ -91,9 +93,8 @@ fn images_expand_their_placeholders_and_reach_the_engine() {
         let before = g.adds().len();
         let r = g.post_json("/v1/chat/completions", &chat(messages.clone()));
         assert_eq!(r.status, 200, "{sizes:?}: {}", r.text());
-        let expanded: u64 = tokens.iter().map(|t| t - 1).sum();
         let prompt_tokens = r.json()["usage"]["prompt_tokens"].as_u64().unwrap();
-        assert_eq!(prompt_tokens, unexpanded_len(&g, &messages) + expanded, "{sizes:?}");
+        assert_eq!(prompt_tokens, tokenized_len(&g, &messages), "{sizes:?}");
         let adds = g.adds();
         assert_eq!(adds.len(), before + 1, "{sizes:?}");
         let add = &adds[before];
@@ -225,9 +226,9 @@ fn messages_image_blocks_take_the_same_path() {
     assert_eq!(counted.status, 200, "{}", counted.text());
     let r = g.post_json("/v1/messages", &body);
     assert_eq!(r.status, 200, "{}", r.text());
-    // 96×64 → 84×56: 6 placeholder tokens where count_tokens counts the one unexpanded.
+    // 96×64 → 84×56: 6 placeholder tokens, counted by count_tokens as the engine gets them.
     let input_tokens = r.json()["usage"]["input_tokens"].as_u64().unwrap();
-    assert_eq!(input_tokens, counted.json()["input_tokens"].as_u64().unwrap() + 5);
+    assert_eq!(input_tokens, counted.json()["input_tokens"].as_u64().unwrap());
     let add = &g.adds()[0];
     assert_eq!((add["mm"]["items"].as_u64(), add["prompt_len"].as_u64()), (Some(1), Some(input_tokens)));
     assert_eq!(add["mm"]["ranges"][0][1], 6);
@@ -497,5 +498,76 @@ fn clip_models_outside_llava_15_take_no_images() {
             "{name}: {message}"
         );
         assert!(g.adds().is_empty(), "{name}: a refused request reached the engine");
+
+/// A template in the Qwen-VL templates' style that reads `content` as a list of parts (vLLM's
+/// "openai" content format): each image part's placeholder where the part is.
+const LIST_TEMPLATE: &str = "{% for message in messages %}<|im_start|>{{ message.role }}\n\
+    {% if message.content is string %}{{ message.content }}{% else %}{% for part in message.content %}\
+    {% if part.type == 'image' %}<|vision_start|><|image_pad|><|vision_end|>\
+    {% elif part.type == 'text' %}{{ part.text }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}\
+    <|im_start|>assistant\n";
+
+#[test]
+fn a_list_template_places_each_image_where_its_part_is_unless_told_string() {
+    const IMAGE_PAD: u64 = 151655;
+    let template = std::env::temp_dir().join(format!("sg-list-template-{}.jinja", std::process::id()));
+    std::fs::write(&template, LIST_TEMPLATE).unwrap();
+    let url = data_url("image/png", &png(96, 64));
+    let content = json!([{"type": "text", "text": "Before"}, image_part(&url), {"type": "text", "text": "Between"},
+                         image_part(&url)]);
+    let messages = json!([{"role": "user", "content": content}]);
+    // (--chat-template-content-format, the user turn's text before the first image, between the
+    // two): detected, the parts in order; as strings, the placeholders in front, then the texts.
+    let cases = [
+        (None, "user\nBefore", "Between"),
+        (Some("openai"), "user\nBefore", "Between"),
+        (Some("string"), "user\n", "\n"),
+    ];
+    for (format, before, between) in cases {
+        let mut gateway_args = vec!["--chat-template".to_string(), template.display().to_string()];
+        if let Some(f) = format {
+            gateway_args.extend(["--chat-template-content-format".to_string(), f.to_string()]);
+        }
+        let g = Gateway::start_with(Options { model_path: Some(vision_model()), gateway_args, ..Default::default() });
+        let r = g.post_json("/tokenize", &json!({"model": "test-model", "messages": messages}));
+        assert_eq!(r.status, 200, "{format:?}: {}", r.text());
+        let tokens: Vec<u64> = r.json()["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+        // The two runs of image tokens (6 each: 96×64 → 84×56) and the text around them.
+        let first = tokens.iter().position(|&t| t == IMAGE_PAD).unwrap();
+        let first_end = first + tokens[first..].iter().take_while(|&&t| t == IMAGE_PAD).count();
+        let second = first_end + tokens[first_end..].iter().position(|&t| t == IMAGE_PAD).unwrap();
+        assert_eq!((first_end - first, tokens[second..].iter().take_while(|&&t| t == IMAGE_PAD).count()), (6, 6));
+        let text = |ids: &[u64]| {
+            let r = g.post_json("/detokenize", &json!({"model": "test-model", "tokens": ids}));
+            r.json()["prompt"].as_str().unwrap().to_string()
+        };
+        assert!(text(&tokens[..first]).ends_with(before), "{format:?}: {:?}", text(&tokens[..first]));
+        assert_eq!(text(&tokens[first_end..second]), between, "{format:?}");
+        let r = g.post_json("/v1/chat/completions", &chat(messages.clone()));
+        assert_eq!(r.json()["usage"]["prompt_tokens"].as_u64(), Some(tokens.len() as u64), "{format:?}");
+    }
+}
+
+#[test]
+fn tokenize_and_count_tokens_refuse_an_image_as_chat_does() {
+    let g = vision_gateway();
+    let bad = json!({"type": "image_url", "image_url": {"url": "ftp://example.com/a.png"}});
+    let chat_messages = json!([{"role": "user", "content": [{"type": "text", "text": "?"}, bad]}]);
+    let source = json!({"type": "url", "url": "ftp://example.com/a.png"});
+    let messages = json!([{"role": "user", "content": [{"type": "image", "source": source}]}]);
+    let cases = [
+        ("/tokenize", json!({"model": "test-model", "messages": chat_messages}), "messages[0].content[1].image_url"),
+        (
+            "/v1/messages/count_tokens",
+            json!({"model": "test-model", "messages": messages}),
+            "messages.0.content.0.source",
+        ),
+    ];
+    for (path, body, at) in cases {
+        let r = g.post_json(path, &body);
+        assert_eq!(r.status, 400, "{path}: {}", r.text());
+        let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains(at) && message.contains("scheme 'ftp'"), "{path}: {message}");
+        assert!(g.logs().contains(&format!("image refused: {at}")), "{path}: no log line");
     }
 }

@@ -39,6 +39,11 @@ target_dir="${CARGO_TARGET_DIR:-$root/target}/fuzz"
 logs="$target_dir/logs"
 mkdir -p "$logs"
 sanitizer="${FUZZ_SANITIZER:-address}"
+# The C that crates compile with cc (libjpeg-turbo's decoder behind shardgate-media's shim,
+# among others) runs under the same sanitizer as the Rust around it.
+if [[ "$sanitizer" == address ]]; then
+    export CFLAGS="${CFLAGS:-} -fsanitize=address"
+fi
 # -a: debug assertions and overflow checks on, so the gateway's own invariants (debug_assert!)
 # are oracles too.
 build_flags=(--fuzz-dir "$fuzz_dir" --target-dir "$target_dir" --sanitizer "$sanitizer" -a)

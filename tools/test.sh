@@ -130,6 +130,9 @@ if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   step "images in chat requests on tiny-llava (LLaVA-1.5): shardgate + a headless engine against vllm serve"
   limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/images.py \
     --family llava --gateway "${CARGO_TARGET_DIR:-target}/release/shardgate"
+  step "images under a list-of-parts template: the same on tiny-vl-list"
+  limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/images.py \
+    --list-template --gateway "${CARGO_TARGET_DIR:-target}/release/shardgate"
   step "invalid output constraints against a real vLLM engine and xgrammar"
   limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/constraints.py
   step "shardgate serve starting a real vLLM engine, which is SIGKILLed and restarted"

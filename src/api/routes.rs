@@ -62,14 +62,16 @@ async fn route(ctx: &Rc<ShardCtx>, req: Request, r: &mut Responder<'_>) {
         ("POST", "/v1/chat/completions") => return openai::chat::handle(ctx, &req.body, r).await,
         ("POST", "/v1/completions") => return openai::completion::handle(ctx, &req.body, r).await,
         ("POST", "/v1/messages") => return anthropic::messages::handle(ctx, &req.body, r).await,
-        ("POST", "/v1/messages/count_tokens") => anthropic::count_tokens::count(ctx, &req.body).and_then(ok),
+        ("POST", "/v1/messages/count_tokens") => anthropic::count_tokens::count(ctx, &req.body).await.and_then(ok),
         ("POST", "/v1/responses") if openai::responses::tool_loop::wanted(&req.body) => {
             return openai::responses::tool_loop::handle(ctx, &req.body, r).await
         }
         ("POST", "/v1/responses") => return openai::responses::create::handle(ctx, &req.body, r).await,
         ("GET", "/v1/models") => openai::models::list(ctx).and_then(ok),
         ("GET", p) if p.starts_with("/v1/models/") => openai::models::get(ctx, &p["/v1/models/".len()..]).and_then(ok),
-        ("POST", "/v1/tokenize") | ("POST", "/tokenize") => openai::tokenize::tokenize(ctx, &req.body).and_then(ok),
+        ("POST", "/v1/tokenize") | ("POST", "/tokenize") => {
+            openai::tokenize::tokenize(ctx, &req.body).await.and_then(ok)
+        }
         ("POST", "/v1/detokenize") | ("POST", "/detokenize") => {
             openai::tokenize::detokenize(ctx, &req.body).and_then(ok)
         }

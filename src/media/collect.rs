@@ -2,11 +2,24 @@
 //! vLLM hands a template that reads `content` as a string each message's text parts joined with
 //! newlines, the model's placeholder (Qwen2-VL: `<|vision_start|><|image_pad|><|vision_end|>`)
 //! in front once per image the text does not already place itself, joined by a newline
-//! (`vllm/renderers/chat_utils.py`, `_get_full_multimodal_text_prompt`).
+//! (`vllm/renderers/chat_utils.py`, `_get_full_multimodal_text_prompt`). A template that reads
+//! `content` as a list of parts (vLLM's "openai" format) gets the parts in order instead, an
+//! image as `{"type": "image"}`, and places the image where the part is.
+
+use serde_json::{json, Value};
+use shardgate_text::template::content_format::ContentFormat;
 
 use super::refusal;
 use super::vision::VisionSupport;
 use crate::error::ApiError;
+
+/// One content part of a message, as the template will see it: text, or an image's
+/// placeholder (from [`Collector::image`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part<'a> {
+    Text(&'a str),
+    Image(&'static str),
+}
 
 /// One image of a request: where to get it, and the path naming its part in the request
 /// (`messages[1].content[0].image_url`), for every refusal about it.
@@ -40,6 +53,24 @@ impl<'a> Collector<'a> {
         }
         self.items.push(MediaItem { at, url: url.to_string() });
         Ok(vision.placeholder)
+    }
+
+    /// A message's parts as vLLM hands them to a template reading content in `format`: the
+    /// string below, or the list of parts (`{"type": "text", "text": ...}`, `{"type":
+    /// "image"}`) in the client's order.
+    pub fn content(parts: &[Part<'_>], separator: &str, at: &str, format: ContentFormat) -> Result<Value, ApiError> {
+        if format == ContentFormat::OpenAi {
+            let list = parts.iter().map(|p| match p {
+                Part::Text(text) => json!({"type": "text", "text": text}),
+                Part::Image(_) => json!({"type": "image"}),
+            });
+            return Ok(Value::Array(list.collect()));
+        }
+        let texts: Vec<&str> =
+            parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(*t) } else { None }).collect();
+        let images: Vec<&'static str> =
+            parts.iter().filter_map(|p| if let Part::Image(i) = p { Some(*i) } else { None }).collect();
+        Collector::message_text(&texts, separator, &images, at).map(Value::String)
     }
 
     /// A message's content as vLLM gives it to a string-content template: the texts joined by
@@ -95,6 +126,21 @@ mod tests {
         for (texts, images, expected) in cases {
             let got = Collector::message_text(texts, "\n", &vec![P; images], "messages[0].content").unwrap();
             assert_eq!(got, expected, "{texts:?} with {images} images");
+        }
+    }
+
+    #[test]
+    fn parts_in_each_format() {
+        let parts = [Part::Text("a"), Part::Image(P), Part::Text("b"), Part::Image(P)];
+        let cases = [
+            (ContentFormat::String, json!(format!("{P}\n{P}\na\nb"))),
+            (
+                ContentFormat::OpenAi,
+                json!([{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}, {"type": "image"}]),
+            ),
+        ];
+        for (format, want) in cases {
+            assert_eq!(Collector::content(&parts, "\n", "messages[0].content", format).unwrap(), want, "{format:?}");
         }
     }
 

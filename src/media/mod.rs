@@ -12,6 +12,6 @@ pub mod refusal;
 pub mod vision;
 
 pub use attach::{attach, expand, process, Processed};
-pub use collect::{Collector, MediaItem};
+pub use collect::{Collector, MediaItem, Part};
 pub use pool::MediaPool;
 pub use vision::{Vision, VisionSupport};

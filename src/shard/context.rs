@@ -281,7 +281,8 @@ impl ShardCtx {
     /// The model's renderer, made on this shard at first use (a Jinja template is compiled
     /// once per shard).
     pub fn renderer(&self, model: &ModelAssets) -> Result<Rc<Renderer>, TemplateError> {
-        self.renderer.get_or_init(|| Renderer::for_model(model).map(Rc::new)).clone()
+        let given = self.shared.config.chat_template_content_format;
+        self.renderer.get_or_init(|| Renderer::for_model(model).map(|r| Rc::new(r.with_content_format(given)))).clone()
     }
 
     /// A rendered prompt's token ids.

@@ -159,7 +159,7 @@ def run_all(base, reqs):
     results = []
     for kind, body in reqs:
         body = dict(body, model=NAME)
-        path = "/v1/chat/completions" if kind == "chat" else "/v1/completions"
+        path = {"chat": "/v1/chat/completions", "completion": "/v1/completions", "tokenize": "/tokenize"}[kind]
         status, raw = http("POST", base + path, body)
         results.append(summarize(kind, body, status, raw))
     return results
@@ -173,6 +173,9 @@ def summarize(kind, body, status, raw):
         except ValueError:
             error = {}
         return {"status": status, "message": error.get("message"), "param": error.get("param")}
+    if kind == "tokenize":
+        answer = json.loads(raw)
+        return {"status": 200, "count": answer["count"], "tokens": answer["tokens"]}
     if body.get("stream"):
         choices, usage = {}, None
         for line in raw.decode().split("\n\n"):
@@ -241,6 +244,8 @@ def same(a, b):
         return False
     if a["status"] != 200:
         return (a.get("message"), a.get("param")) == (b.get("message"), b.get("param"))
+    if "tokens" in a:
+        return a == b
     if a.get("usage") and b.get("usage") and a["usage"] != b["usage"]:
         return False
     if len(a["choices"]) != len(b["choices"]):

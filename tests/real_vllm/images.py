@@ -13,8 +13,13 @@ make the images):
 The images are made here from a seeded pattern, as PNG and JPEG data URLs, in sizes and aspect
 ratios that exercise smart_resize's rounding, its min_pixels raise and its max_pixels cap
 (64 merged patches for tiny-vl), and CLIP's shortest-edge resize and centre crop (LLaVA: PNG
-only, every image 576 tokens, so the engine runs with a 2048-token context). One real engine runs at a time: shardgate's first, then the
-reference. Exit status 0 = identical."""
+only, every image 576 tokens, so the engine runs with a 2048-token context). One real engine
+runs at a time: shardgate's first, then the reference. Exit status 0 = identical.
+
+With --list-template the model is setup.sh's tiny-vl-list (tiny-vl with a real Qwen-VL template
+that reads `content` as a list of parts, vLLM's "openai" content format) and the requests are
+list_cases(): each image's placeholder goes where its part is, so text interleaved with images,
+several images, images in several messages and system prompts in both shapes are compared."""
 import argparse, base64, io, json, os, signal, subprocess, sys
 
 import numpy as np
@@ -23,6 +28,7 @@ from PIL import Image
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from differential import HOME, ROOT, TOOLS, free_port, handshake_port, report, run_all, wait_http  # noqa: E402
 
+LIST_MODEL = os.path.join(HOME, "tiny-vl-list")
 NAME = "tiny-chat"  # what differential.run_all sends as `model`
 ENGINE_ARGS = ["--gpu-memory-utilization", "0.3", "--limit-mm-per-prompt", json.dumps({"image": 3})]
 # Per family: the model directory, the placeholder a client writes itself, the image formats
@@ -50,35 +56,76 @@ def data_url(img, fmt):
     return f"data:{mime};base64,{base64.b64encode(buf.getvalue()).decode()}"
 
 
+def part(w, h, fmt, seed):
+    return {"type": "image_url", "image_url": {"url": data_url(image(w, h, seed), fmt)}}
+
+
 def cases(placeholder, formats):
-    def part(w, h, fmt, seed):
-        fmt = fmt if fmt in formats else formats[0]
-        return {"type": "image_url", "image_url": {"url": data_url(image(w, h, seed), fmt)}}
+    def item(w, h, fmt, seed):
+        # A family that compares fewer formats gets its first one instead.
+        return part(w, h, fmt if fmt in formats else formats[0], seed)
 
     text = {"type": "text", "text": "What is in the picture?"}
     singles = [(96, 64, "PNG"), (64, 96, "JPEG"), (28, 28, "PNG"), (300, 200, "JPEG"), (640, 64, "PNG"),
                (500, 375, "JPEG"), (17, 301, "PNG")]
     out = []
     for i, (w, h, fmt) in enumerate(singles):
-        body = {"messages": [{"role": "user", "content": [part(w, h, fmt, i), text]}], "temperature": 0,
+        body = {"messages": [{"role": "user", "content": [item(w, h, fmt, i), text]}], "temperature": 0,
                 "max_tokens": 16}
         out.append(("chat", body))
-    two = [part(96, 64, "PNG", 10), part(120, 90, "JPEG", 11), text]
+    two = [item(96, 64, "PNG", 10), item(120, 90, "JPEG", 11), text]
     out.append(("chat", {"messages": [{"role": "user", "content": two}], "temperature": 0, "max_tokens": 16}))
     out.append(("chat", {"messages": [{"role": "system", "content": "Be brief."},
-                                      {"role": "user", "content": [part(200, 100, "PNG", 12)]},
+                                      {"role": "user", "content": [item(200, 100, "PNG", 12)]},
                                       {"role": "assistant", "content": "A gradient."},
-                                      {"role": "user", "content": [text, part(100, 200, "JPEG", 13)]}],
+                                      {"role": "user", "content": [text, item(100, 200, "JPEG", 13)]}],
                          "temperature": 0, "max_tokens": 16, "stream": True}))
     # Placeholders the client wrote itself stay where they are.
     placed = {"type": "text", "text": f"Look: {placeholder} what is it?"}
-    out.append(("chat", {"messages": [{"role": "user", "content": [part(80, 80, "PNG", 14), placed]}],
+    out.append(("chat", {"messages": [{"role": "user", "content": [item(80, 80, "PNG", 14), placed]}],
                          "temperature": 0, "max_tokens": 16}))
     # The same request again (the engine's caches now hold the image), and another image of the
     # same size (the same prompt ids: only the tensors differ).
     out.append(out[0])
-    out.append(("chat", {"messages": [{"role": "user", "content": [part(96, 64, "PNG", 99), text]}],
+    out.append(("chat", {"messages": [{"role": "user", "content": [item(96, 64, "PNG", 99), text]}],
                          "temperature": 0, "max_tokens": 16}))
+    # /tokenize counts the expanded placeholders, as the engine gets them.
+    out += [("tokenize", {"messages": out[i][1]["messages"]}) for i in (0, 7)]
+    return out
+
+
+def text(t):
+    return {"type": "text", "text": t}
+
+
+def list_cases():
+    """PNG images only: JPEG decoding is compared by cases()."""
+    def chat(messages, **extra):
+        return ("chat", dict({"messages": messages, "temperature": 0, "max_tokens": 16}, **extra))
+    out = [
+        # Text on both sides of an image.
+        chat([{"role": "user", "content": [text("First this:"), part(96, 64, "PNG", 20), text("then what?")]}]),
+        # Several images between texts, two of them adjacent.
+        chat([{"role": "user", "content": [text("Compare"), part(64, 96, "PNG", 21), text("with"),
+                                           part(120, 90, "PNG", 22), part(56, 56, "PNG", 23)]}]),
+        # Images in several messages, a system prompt as a string, an assistant turn between.
+        chat([{"role": "system", "content": "Be brief."},
+              {"role": "user", "content": [part(200, 100, "PNG", 24), text("What is this?")]},
+              {"role": "assistant", "content": "A gradient."},
+              {"role": "user", "content": [text("And this one?"), part(100, 200, "PNG", 25)]}], stream=True),
+        # A system prompt as a list of text parts; the image alone in its message.
+        chat([{"role": "system", "content": [text("You describe images."), text("Be brief.")]},
+              {"role": "user", "content": [part(80, 80, "PNG", 26)]}]),
+        # Text only, under the list template (a string becomes one text part).
+        chat([{"role": "user", "content": "Hello there"}]),
+        # A placeholder the client wrote in a text part: the list format leaves it as text, so
+        # the prompt has one placeholder more than images.
+        chat([{"role": "user", "content": [part(80, 80, "PNG", 28),
+                                           text("Look: <|vision_start|><|image_pad|><|vision_end|> what is it?")]}]),
+    ]
+    # /tokenize of chat messages with images: the prompt the engine gets, placeholders expanded.
+    for kind, body in out[:3]:
+        out.append(("tokenize", {"messages": body["messages"]}))
     return out
 
 
@@ -88,12 +135,19 @@ def main():
     ap.add_argument("--gateway", default=os.path.join(ROOT, "target", "release", "shardgate"))
     ap.add_argument("--port-base", type=int, default=0,
                     help="take the 100 TCP ports from here up (default: any free)")
+    ap.add_argument("--list-template", action="store_true", help="tiny-vl-list and list_cases() (qwen-vl)")
     args = ap.parse_args()
+    if args.list_template and args.family != "qwen-vl":
+        ap.error("--list-template is tiny-vl-list's, a qwen-vl model")
     model, placeholder, formats, family_args = FAMILIES[args.family]
     engine_args = ENGINE_ARGS + family_args
-    reqs = cases(placeholder, formats)
+    if args.list_template:
+        model, reqs = LIST_MODEL, list_cases()
+    else:
+        reqs = cases(placeholder, formats)
     work = f"/tmp/sg-diff-images-{args.family}-{os.getpid()}"
     os.makedirs(work, exist_ok=True)
+    # Within the 100 ports from --port-base: HTTP from the first 50, the handshake from the rest.
     ports = iter(range(args.port_base, args.port_base + 50)) if args.port_base else None
     port = (lambda: next(ports)) if ports else free_port
     # The gateway derives the engine's handshake port from the socket path: pick a path whose

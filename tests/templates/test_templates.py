@@ -57,18 +57,70 @@ def developer_as_system(msgs):
     systems = [i for i, m in enumerate(msgs) if m["role"] == "system"]
     if not systems or systems == [0]:
         return msgs
-    merged = {"role": "system", "content": "\n\n".join(msgs[i]["content"] for i in systems if msgs[i]["content"])}
+    text = lambda c: "\n".join(p["text"] for p in c) if isinstance(c, list) else c
+    merged = {"role": "system", "content": "\n\n".join(text(msgs[i]["content"]) for i in systems if msgs[i]["content"])}
     return [merged] + [m for m in msgs if m["role"] != "system"]
 
 
+def reads_content_as_parts(template_text):
+    """vLLM's content-format detection (`_detect_content_format`), for the templates here: a loop
+    over a message's `content` (the variable of a loop over `messages` or a name assigned from
+    it), over a macro parameter a call passes it to, or over a bare `content` outside macros."""
+    import jinja2
+    from jinja2 import nodes
+    root = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(template_text)
+
+    def base(n):
+        while isinstance(n, (nodes.Filter, nodes.Test)) or (isinstance(n, nodes.Getitem) and isinstance(n.arg, nodes.Slice)):
+            n = n.node
+        return n
+
+    def is_name(n, name):
+        return isinstance(n, nodes.Name) and n.name == name
+
+    def is_content_of(n, names):
+        n = base(n)
+        key = n.attr if isinstance(n, nodes.Getattr) else n.arg.value if (
+            isinstance(n, nodes.Getitem) and isinstance(n.arg, nodes.Const)) else None
+        return key == "content" and any(is_name(n.node, v) for v in names)
+
+    messages = ["messages"]
+    for name in messages:
+        messages += [a.target.name for a in root.find_all(nodes.Assign)
+                     if is_name(base(a.node), name) and isinstance(a.target, nodes.Name) and a.target.name not in messages]
+    loops = list(root.find_all(nodes.For))
+    message_vars = [f.target.name for f in loops if any(is_name(base(f.iter), m) for m in messages)
+                    and isinstance(f.target, nodes.Name)]
+    in_macros, params_of = set(), {}
+    for macro in root.find_all(nodes.Macro):
+        params = set()
+        for call in root.find_all(nodes.Call):
+            if is_name(call.node, macro.name):
+                params |= {macro.args[i].name for i, a in enumerate(call.args)
+                           if i < len(macro.args) and is_content_of(a, message_vars)}
+                params |= {k.key for k in call.kwargs if is_content_of(k.value, message_vars)}
+        for loop in macro.find_all(nodes.For):
+            in_macros.add(id(loop))
+            if params:
+                params_of[id(loop)] = params
+    return any(is_content_of(f.iter, message_vars)
+               or (isinstance(f.iter, nodes.Name) and f.iter.name in params_of.get(id(f), ()))
+               or (id(f) not in in_macros and is_name(f.iter, "content")) for f in loops)
+
+
 def to_transformers(case, template_text):
-    """The same request as transformers receives it from vLLM's API server."""
+    """The same request as transformers receives it from vLLM's API server: content as a string
+    (text parts joined by newlines), or, for a template that reads it as parts, as a list of
+    text parts (a tool message's as one string)."""
+    parts = reads_content_as_parts(template_text)
     msgs = []
     for m in copy.deepcopy(case["messages"]):
-        if isinstance(m.get("content"), list):
-            m["content"] = "\n".join(p["text"] for p in m["content"])
-        if m.get("content") is None:
-            m["content"] = ""
+        content = m.get("content")
+        if parts:
+            content = [] if content is None else [{"type": "text", "text": content}] if isinstance(content, str) else content
+            m["content"] = "\n".join(p["text"] for p in content) if m["role"] == "tool" else content
+        else:
+            m["content"] = "\n".join(p["text"] for p in content) if isinstance(content, list) else content or ""
         for call in m.get("tool_calls") or []:
             call["function"]["arguments"] = json.loads(call["function"]["arguments"])
         if "reasoning_content" in m:

@@ -9,6 +9,8 @@
 #               preprocessor_config.json from the Qwen2-VL model card (make_vl_model.py)
 #   tiny-llava  LLaVA-1.5 architecture (CLIP tower 336/14 + Llama), tiny-llama's tokenizer with
 #               <image>, LLaVA-1.5's processor configs (make_llava_model.py)
+#   tiny-vl-list  tiny-vl with a real Qwen-VL chat template that reads content as a list of
+#               parts (list_template_model.py)
 # About 3.7 GB of downloads and 6 GB on disk the first time; reruns return at once.
 #
 #   tools/real-vllm/setup.sh             # into $REAL_VLLM_HOME (default ~/.cache/real-vllm)
@@ -57,4 +59,7 @@ fi
 if [ ! -f "$home/tiny-llava/model.safetensors" ]; then
   "$venv/bin/python" "$here/make_llava_model.py" "$home/tiny-llava" "$home/tiny-llama"
 fi
-echo "real vLLM ready: venv $venv, models $home/tiny-chat $home/tiny-llama $home/tiny-vl $home/tiny-llava"
+if [ ! -f "$home/tiny-vl-list/chat_template.jinja" ]; then
+  "$venv/bin/python" "$here/list_template_model.py" "$home/tiny-vl" "$home/tiny-vl-list"
+fi
+echo "real vLLM ready: venv $venv, models $home/tiny-chat $home/tiny-llama $home/tiny-vl $home/tiny-llava $home/tiny-vl-list"

@@ -12,8 +12,9 @@ use crate::shard::ShardCtx;
 use shardgate_util::json::push_int;
 
 /// The answer's JSON body.
-pub fn count(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
+pub async fn count(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
     count_prompt(ctx, body)
+        .await
         .map(|n| {
             let mut out = String::from("{\"input_tokens\":");
             push_int(&mut out, n);
@@ -23,13 +24,19 @@ pub fn count(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
         .map_err(named)
 }
 
-fn count_prompt(ctx: &ShardCtx, body: &[u8]) -> Result<usize, ApiError> {
+async fn count_prompt(ctx: &ShardCtx, body: &[u8]) -> Result<usize, ApiError> {
     let body = Body::parse(body)?;
     let f = body.fields();
     refuse_other_apis(&f)?;
     let model = crate::api::model::resolve(ctx, &f)?;
-    // An image counts as its one placeholder token: expanding it takes the image's processing.
-    let mut media = crate::media::Collector::new(ctx.shared.vision(), &model.served_name);
+    // An image counts as the placeholder tokens the engine would see: processed on the media
+    // pool, as for the request itself.
+    let vision = ctx.shared.vision();
+    let mut media = crate::media::Collector::new(vision, &model.served_name);
     let (_, prompt) = render_prompt(ctx, &model, &f, &mut media)?;
+    let prompt = match vision {
+        Ok(v) => crate::media::attach(ctx, v, &media.items, prompt).await?,
+        Err(_) => prompt,
+    };
     Ok(prompt.token_ids.len())
 }

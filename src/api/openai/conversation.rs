@@ -9,8 +9,9 @@
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
-use crate::media::Collector;
+use crate::media::{Collector, Part};
 use shardgate_text::render::Renderer;
+use shardgate_text::template::content_format::ContentFormat;
 
 /// The roles of OpenAI's Chat Completions API, in the order its error message lists them.
 const API_ROLES: [&str; 6] = ["system", "assistant", "user", "function", "tool", "developer"];
@@ -78,8 +79,12 @@ fn developer_as_system(conversation: Vec<Value>) -> Vec<Value> {
         }
         if m["role"] == "system" {
             needs_merge |= i > 0 || !merged.is_empty();
-            if let Some(text) = m["content"].as_str().filter(|t| !t.is_empty()) {
-                merged.push(text.to_string());
+            let text = match &m["content"] {
+                Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"),
+                other => other.as_str().unwrap_or("").to_string(),
+            };
+            if !text.is_empty() {
+                merged.push(text);
             }
         }
         all.push(m);
@@ -115,10 +120,10 @@ fn normalize_message(i: usize, m: &Value, renderer: &Renderer, media: &mut Colle
             ),
         ));
     }
-    let content = content_text(obj.get("content"), i, renderer.text_part_separator(), media)?;
+    let content = content(obj.get("content"), i, renderer, media)?;
     let mut out = Map::new();
     out.insert("role".into(), Value::String(role.to_string()));
-    out.insert("content".into(), Value::String(content));
+    out.insert("content".into(), if role == "tool" { tool_content(content) } else { content });
     match role {
         "assistant" => {
             if let Some(calls) = obj.get("tool_calls").filter(|v| !v.is_null()) {
@@ -153,51 +158,73 @@ fn normalize_message(i: usize, m: &Value, renderer: &Renderer, media: &mut Colle
     Ok(Value::Object(out))
 }
 
-/// String content, or text parts joined with `separator` and the placeholders of image parts
-/// (`image_url`: `{"url": ..., "detail": ...}`, `detail` ignored as vLLM does); other media
-/// parts are refused.
-fn content_text(
+/// A message's content as the renderer reads it (`Collector::content`): string content, or
+/// text and `image_url` parts (`{"url": ..., "detail": ...}`, `detail` ignored as vLLM does);
+/// other media parts are refused. In the list format a string is one text part and null no
+/// parts, as vLLM hands them over.
+fn content(
     content: Option<&Value>,
     i: usize,
-    separator: &str,
+    renderer: &Renderer,
     media: &mut Collector<'_>,
-) -> Result<String, ApiError> {
+) -> Result<Value, ApiError> {
     let param = &format!("messages.[{i}].content");
-    match content {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(Value::Array(parts)) => {
-            let mut texts: Vec<&str> = Vec::with_capacity(parts.len());
-            let mut images = Vec::new();
-            for (j, part) in parts.iter().enumerate() {
-                let kind = part.get("type").and_then(Value::as_str).unwrap_or("text");
-                match kind {
-                    "text" | "input_text" | "output_text" => {
-                        texts.push(part.get("text").and_then(Value::as_str).ok_or_else(|| {
-                            ApiError::invalid_param(param, "a text content part needs a string 'text'")
-                        })?)
-                    }
-                    "refusal" => texts.push(part.get("refusal").and_then(Value::as_str).unwrap_or("")),
-                    "image_url" => {
-                        let at = format!("messages[{i}].content[{j}].image_url");
-                        let url = part.get("image_url").and_then(|u| u.get("url")).and_then(Value::as_str);
-                        let url = url.ok_or_else(|| {
-                            ApiError::invalid_param(&at, format!("{at} needs an object with a string 'url'"))
-                        })?;
-                        images.push(media.image(at, url)?);
-                    }
-                    other => {
-                        return Err(ApiError::invalid_param(
-                            param,
-                            format!("content parts of type '{other}' are not supported: this model takes text only"),
-                        ))
-                    }
-                }
-            }
-            Collector::message_text(&texts, separator, &images, param)
+    let format = renderer.content_format();
+    let parts = match content {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) if format == ContentFormat::String => return Ok(Value::String(s.clone())),
+        Some(Value::String(s)) => vec![Part::Text(s)],
+        Some(Value::Array(parts)) => content_parts(parts, i, param, media)?,
+        Some(_) => {
+            return Err(ApiError::invalid_param(param, "'content' must be a string, a list of content parts, or null"))
         }
-        Some(_) => Err(ApiError::invalid_param(param, "'content' must be a string, a list of content parts, or null")),
+    };
+    Collector::content(&parts, renderer.text_part_separator(), param, format)
+}
+
+fn content_parts<'v>(
+    parts: &'v [Value],
+    i: usize,
+    param: &str,
+    media: &mut Collector<'_>,
+) -> Result<Vec<Part<'v>>, ApiError> {
+    let mut out = Vec::with_capacity(parts.len());
+    for (j, part) in parts.iter().enumerate() {
+        let kind = part.get("type").and_then(Value::as_str).unwrap_or("text");
+        match kind {
+            "text" | "input_text" | "output_text" => out.push(Part::Text(
+                part.get("text")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| ApiError::invalid_param(param, "a text content part needs a string 'text'"))?,
+            )),
+            "refusal" => out.push(Part::Text(part.get("refusal").and_then(Value::as_str).unwrap_or(""))),
+            "image_url" => {
+                let at = format!("messages[{i}].content[{j}].image_url");
+                let url = part.get("image_url").and_then(|u| u.get("url")).and_then(Value::as_str);
+                let url = url
+                    .ok_or_else(|| ApiError::invalid_param(&at, format!("{at} needs an object with a string 'url'")))?;
+                out.push(Part::Image(media.image(at, url)?));
+            }
+            other => {
+                return Err(ApiError::invalid_param(
+                    param,
+                    format!("content parts of type '{other}' are not supported: this model takes text only"),
+                ))
+            }
+        }
     }
+    Ok(out)
+}
+
+/// vLLM's tool message in the list format: text parts only become one string (joined by
+/// newlines), since most templates print a tool result as a string.
+fn tool_content(content: Value) -> Value {
+    let Value::Array(parts) = &content else { return content };
+    if parts.iter().any(|p| p["type"] != "text") {
+        return content;
+    }
+    let texts: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+    Value::String(texts.join("\n"))
 }
 
 /// Assistant tool calls with `function.arguments` parsed (templates expect objects), or as
@@ -285,6 +312,32 @@ mod tests {
                 {"role": "assistant", "content": "x"}
             ])
         );
+    }
+
+    #[test]
+    fn a_template_reading_parts_gets_them_as_vllm_hands_them_over() {
+        // Reads content as parts (a loop over it); names no developer role.
+        let parts = "{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}";
+        let input = json!([
+            {"role": "system", "content": "s"},
+            {"role": "developer", "content": [{"type": "text", "text": "d1"}, {"type": "text", "text": "d2"}]},
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+            {"role": "assistant", "content": null},
+            {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "4"}, {"type": "text", "text": "2"}]}
+        ]);
+        let out = normalize(&input, parts).unwrap();
+        assert_eq!(
+            out,
+            json!([
+                // The system messages merged into one string, as vLLM merges them.
+                {"role": "system", "content": "s\n\nd1\nd2"},
+                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+                {"role": "assistant", "content": []},
+                {"role": "tool", "content": "4\n2", "tool_call_id": "c"}
+            ])
+        );
+        let one = normalize(&json!([{"role": "user", "content": "hi"}]), parts).unwrap();
+        assert_eq!(one, json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}]));
     }
 
     #[test]

@@ -4,22 +4,32 @@ use std::rc::Rc;
 
 use crate::api::fields::Body;
 use crate::error::ApiError;
+use crate::pipeline::request::Prompt;
 use crate::shard::ShardCtx;
 use shardgate_util::json::{push_int, push_str};
 
 /// `{"prompt": "..."}` or `{"messages": [...]}` → `{"count","max_model_len","tokens"}`.
-pub fn tokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
+pub async fn tokenize(ctx: &Rc<ShardCtx>, body: &[u8]) -> Result<String, ApiError> {
     let body = Body::parse(body)?;
     let f = body.fields();
     let model = crate::api::model::resolve(ctx, &f)?;
     let add_special_tokens = f.bool("add_special_tokens")?;
     let ids = if f.has("messages") {
-        // The prompt chat completions would render for the same messages (an image as its one
-        // placeholder token: expanding it takes the image's processing).
+        // The prompt chat completions would send for the same messages: like vLLM's, each image
+        // processed (on the media pool) and its placeholder expanded.
         let renderer = ctx.renderer(&model).map_err(ApiError::bad_request)?;
-        let mut media = crate::media::Collector::new(ctx.shared.vision(), &model.served_name);
+        let vision = ctx.shared.vision();
+        let mut media = crate::media::Collector::new(vision, &model.served_name);
         let rendered = super::chat::render_prompt(&model, &renderer, &f, &mut media)?.prompt;
-        ctx.encode_rendered(&model, &rendered, add_special_tokens.unwrap_or(false)).map_err(ApiError::internal)?
+        let ids =
+            ctx.encode_rendered(&model, &rendered, add_special_tokens.unwrap_or(false)).map_err(ApiError::internal)?;
+        match vision {
+            Ok(v) if !media.items.is_empty() => {
+                let prompt = Prompt { token_ids: Rc::from(ids), text: None, mm_features: Rc::from([]) };
+                crate::media::attach(ctx, v, &media.items, prompt).await?.token_ids.to_vec()
+            }
+            _ => ids,
+        }
     } else {
         let prompt =
             f.str("prompt")?.ok_or_else(|| ApiError::invalid_param("prompt", "'prompt' or 'messages' is required"))?;

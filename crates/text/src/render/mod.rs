@@ -29,6 +29,7 @@ use serde_json::{Map, Value};
 
 use crate::error::TemplateError;
 use crate::model::ModelAssets;
+use crate::template::content_format::{self, ContentFormat};
 use crate::template::{ChatTemplate, RenderInput};
 pub use detect::{RendererKind, V4Revision};
 use thinking::Toggle;
@@ -39,6 +40,8 @@ pub enum Renderer {
         template: Box<ChatTemplate>,
         /// The template's source: the roles and the thinking switch it names.
         source: String,
+        /// How it reads `message.content` (detected, or `--chat-template-content-format`).
+        content_format: ContentFormat,
     },
     DeepseekV32,
     DeepseekV4(V4Revision),
@@ -76,9 +79,28 @@ impl Renderer {
         }
     }
 
-    /// A Jinja template's renderer.
+    /// A Jinja template's renderer, reading content in the format its source implies.
     pub fn jinja(source: String) -> Result<Renderer, TemplateError> {
-        Ok(Renderer::Jinja { template: Box::new(ChatTemplate::compile(&source)?), source })
+        let template = Box::new(ChatTemplate::compile(&source)?);
+        Ok(Renderer::Jinja { template, content_format: content_format::detect(&source), source })
+    }
+
+    /// The renderer with the operator's content format, if one was given (vLLM's
+    /// `--chat-template-content-format`, `None` for `auto`). The native encoders keep theirs.
+    pub fn with_content_format(mut self, given: Option<ContentFormat>) -> Renderer {
+        if let (Renderer::Jinja { content_format, .. }, Some(given)) = (&mut self, given) {
+            *content_format = given;
+        }
+        self
+    }
+
+    /// The shape the conversation's `content` takes: a Jinja template's format; the native
+    /// encoders take strings (their text parts joined as [`Self::text_part_separator`] says).
+    pub fn content_format(&self) -> ContentFormat {
+        match self {
+            Renderer::Jinja { content_format, .. } => *content_format,
+            _ => ContentFormat::String,
+        }
     }
 
     pub fn render(&self, input: &RenderInput<'_>) -> Result<RenderedPrompt, TemplateError> {

@@ -8,6 +8,7 @@
 //! HF's `{% generation %}` tags (assistant masks) removed before compiling.
 //! One `ChatTemplate` per shard: compiled once, rendered per request, never shared mutably.
 
+pub mod content_format;
 mod pyjson;
 mod strftime;
 
@@ -122,7 +123,7 @@ fn trim_to_final_message(rendered: String, messages: &serde_json::Value) -> Resu
 
 /// transformers strips nothing, but its AssistantTracker extension makes `{% generation %}`
 /// blocks render their body; removing the tags gives the same text.
-fn strip_generation_tags(source: &str) -> String {
+pub(crate) fn strip_generation_tags(source: &str) -> String {
     let mut out = String::with_capacity(source.len());
     let mut rest = source;
     while let Some(start) = rest.find("{%") {
