@@ -498,6 +498,8 @@ fn clip_models_outside_llava_15_take_no_images() {
             "{name}: {message}"
         );
         assert!(g.adds().is_empty(), "{name}: a refused request reached the engine");
+    }
+}
 
 /// A template in the Qwen-VL templates' style that reads `content` as a list of parts (vLLM's
 /// "openai" content format): each image part's placeholder where the part is.

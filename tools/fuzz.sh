@@ -7,8 +7,9 @@
 # fixed crash that comes back fails at once. Exits non-zero when any target crashes, with the
 # reproducer's path; per-target numbers go to target/fuzz/logs/.
 #
-# Environment: FUZZ_SANITIZER (address | none; default address), FUZZ_EXTRA_ARGS (appended to
-# every libFuzzer command line), CARGO_TARGET_DIR (the build goes to $CARGO_TARGET_DIR/fuzz).
+# Environment: FUZZ_SANITIZER (address | none; default address), FUZZ_CODEGEN_UNITS (default 16),
+# FUZZ_EXTRA_ARGS (appended to every libFuzzer command line), CARGO_TARGET_DIR (the build goes
+# to $CARGO_TARGET_DIR/fuzz).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,7 +47,11 @@ if [[ "$sanitizer" == address ]]; then
 fi
 # -a: debug assertions and overflow checks on, so the gateway's own invariants (debug_assert!)
 # are oracles too.
-build_flags=(--fuzz-dir "$fuzz_dir" --target-dir "$target_dir" --sanitizer "$sanitizer" -a)
+# 16 codegen units (cargo-fuzz's default is 1): the gateway library then compiles on every core,
+# minutes sooner on CI's two, for somewhat slower executions, which a smoke run of seconds per
+# target does not notice. FUZZ_CODEGEN_UNITS=1 for long campaigns.
+build_flags=(--fuzz-dir "$fuzz_dir" --target-dir "$target_dir" --sanitizer "$sanitizer" -a
+    --codegen-units "${FUZZ_CODEGEN_UNITS:-16}")
 
 echo "== building fuzz targets (${targets[*]})"
 cargo fuzz build "${build_flags[@]}" 2>&1 | tail -n 3
