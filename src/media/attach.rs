@@ -1,38 +1,45 @@
-//! A request's images, from URLs to the engine's `mm_features`: each item fetched, decoded,
-//! processed and hashed on the side pool (all items at once), then, back on the shard, the
-//! image token of the tokenized prompt expanded once per image (`placeholders::expand`) and
-//! each item's tensors laid out as vLLM's Qwen2-VL field factory lays them out.
+//! A request's images (or videos: one modality per request), from URLs to the engine's
+//! `mm_features`: each item fetched, decoded, processed and hashed on the side pool (all items
+//! at once), then, back on the shard, the image (video) token of the tokenized prompt expanded
+//! once per item (`placeholders::expand`) and each item's tensors laid out as vLLM's Qwen2-VL
+//! field factory lays them out.
 
 use std::rc::Rc;
 use std::sync::Arc;
 
 use shardgate_fetch::{FetchError, FetchPolicy};
-use shardgate_media::{placeholders, DecodeLimits, MediaError};
+use shardgate_media::{placeholders, DecodeLimits, MediaError, VideoError};
 use shardgate_wire::mm::{Feature, Field, Layout, Modality, Tensor};
 
-use super::collect::MediaItem;
+use super::collect::{MediaItem, MediaKind};
 use super::refusal;
 use super::vision::Vision;
 use crate::error::ApiError;
 use crate::pipeline::request::Prompt;
 use crate::shard::ShardCtx;
 
-/// One image, processed (on a pool thread).
-struct Image {
-    pixel_values: Tensor,
-    grid_thw: [u32; 3],
-    tokens: usize,
-    hash: String,
+/// One image or video, processed (on a pool thread).
+pub(super) struct Item {
+    pub modality: Modality,
+    pub pixel_values: Tensor,
+    pub grid_thw: [u32; 3],
+    pub tokens: usize,
+    pub hash: String,
+    /// Qwen2.5-VL's `second_per_grid_ts` of a video.
+    pub seconds_per_grid: Option<Tensor>,
 }
 
 /// A request's images, processed and ready to attach to its prompt (once, or again for each
 /// turn of a tool loop: the tensors are shared, not copied).
 #[derive(Default)]
-pub struct Processed(Vec<Image>);
+pub struct Processed(Vec<Item>);
 
-enum Refused {
+pub(super) enum Refused {
     Fetch(FetchError),
     Media(MediaError),
+    Video(VideoError),
+    /// A video for a model whose processor takes none.
+    NoVideo,
 }
 
 /// The prompt with its images: the placeholders expanded and the items in `mm_features`. An
@@ -54,11 +61,15 @@ pub fn expand(vision: &Vision, items: &[MediaItem], images: &Processed, prompt: 
         return Ok(prompt);
     }
     let tokens: Vec<usize> = images.iter().map(|i| i.tokens).collect();
-    let (ids, ranges) =
-        placeholders::expand(&prompt.token_ids, vision.image_token_id, &tokens).map_err(|e| match e {
-            MediaError::Placeholders { found, .. } => refusal::media(&items[found.min(items.len() - 1)].at, &e),
-            other => refusal::media(&items[0].at, &other),
-        })?;
+    // One modality per request (checked first): the first item's says which token expands.
+    let token = match (images[0].modality, &vision.video) {
+        (Modality::Video, Some(video)) => video.token_id,
+        _ => vision.image_token_id,
+    };
+    let (ids, ranges) = placeholders::expand(&prompt.token_ids, token, &tokens).map_err(|e| match e {
+        MediaError::Placeholders { found, .. } => refusal::media(&items[found.min(items.len() - 1)].at, &e),
+        other => refusal::media(&items[0].at, &other),
+    })?;
     let features = features(images, &ranges);
     Ok(Prompt { token_ids: Rc::from(ids), mm_features: features, ..prompt })
 }
@@ -72,7 +83,12 @@ pub async fn process(ctx: &ShardCtx, vision: &Arc<Vision>, items: &[MediaItem]) 
     let mut pending = Vec::with_capacity(items.len());
     for item in items {
         let (url, policy, vision) = (item.url.clone(), ctx.shared.config.media_fetch.clone(), vision.clone());
-        let rx = ctx.shared.media_pool.submit(move || process_one(&url, &policy, &vision)).map_err(|_| {
+        let kind = item.kind;
+        let rx = ctx.shared.media_pool.submit(move || match kind {
+            MediaKind::Image => process_one(&url, &policy, &vision),
+            MediaKind::Video => super::video::process_one(&url, &policy, &vision),
+        });
+        let rx = rx.map_err(|_| {
             tracing::warn!("image refused: {}: the media pool's queue is full", item.at);
             ApiError::unavailable("the gateway is busy processing images; retry shortly")
         })?;
@@ -84,6 +100,8 @@ pub async fn process(ctx: &ShardCtx, vision: &Arc<Vision>, items: &[MediaItem]) 
             Some(Ok(image)) => images.push(image),
             Some(Err(Refused::Fetch(e))) => return Err(refusal::fetch(&item.at, &e)),
             Some(Err(Refused::Media(e))) => return Err(refusal::media(&item.at, &e)),
+            Some(Err(Refused::Video(e))) => return Err(refusal::video(&item.at, &e)),
+            Some(Err(Refused::NoVideo)) => return Err(refusal::no_video(&item.at)),
             None => return Err(ApiError::internal(format!("{}: the image was not processed", item.at))),
         }
     }
@@ -91,22 +109,24 @@ pub async fn process(ctx: &ShardCtx, vision: &Arc<Vision>, items: &[MediaItem]) 
 }
 
 /// What a pool thread does for one item.
-fn process_one(url: &str, policy: &FetchPolicy, vision: &Vision) -> Result<Image, Refused> {
+fn process_one(url: &str, policy: &FetchPolicy, vision: &Vision) -> Result<Item, Refused> {
     let fetched = shardgate_fetch::fetch(url, policy).map_err(Refused::Fetch)?;
     let decoded = shardgate_media::decode(&fetched.bytes, &DecodeLimits::default()).map_err(Refused::Media)?;
     let processed = vision.processor.process(&decoded.image).map_err(Refused::Media)?;
     let grid_thw = processed.grid_thw.ok_or_else(|| unprocessable(&decoded.image))?;
-    Ok(Image {
+    Ok(Item {
+        modality: Modality::Image,
         pixel_values: pixel_tensor(&processed, vision.device_normalize),
         grid_thw,
         tokens: processed.tokens,
         hash: shardgate_media::image_hash(&vision.model_id, &fetched.bytes, decoded.converted),
+        seconds_per_grid: None,
     })
 }
 
 /// `pixel_values` as the engine takes them: normalised `float32`, or the raw samples as `uint8`
 /// where it normalises on its device (the processor then left them as exact integers).
-fn pixel_tensor(processed: &shardgate_media::Processed, raw: bool) -> Tensor {
+pub(super) fn pixel_tensor(processed: &shardgate_media::Processed, raw: bool) -> Tensor {
     let shape = processed.shape.iter().map(|&d| d as u64).collect();
     if raw {
         Tensor::u8(shape, processed.pixel_values.iter().map(|&v| v as u8))
@@ -123,10 +143,11 @@ fn unprocessable(image: &shardgate_media::RgbImage) -> Refused {
     })
 }
 
-/// The items as vLLM's Qwen2-VL field factory makes them: `pixel_values` flat along rows (each
-/// item carries every item's row slice of the request's concatenation), `image_grid_thw`
-/// batched and kept on the CPU.
-fn features(images: &[Image], ranges: &[placeholders::PlaceholderRange]) -> Rc<[Feature]> {
+/// The items as vLLM's Qwen2-VL field factory makes them: `pixel_values` (`_videos`) flat
+/// along rows (each item carries every item's row slice of the request's concatenation),
+/// `image_grid_thw` (`video_grid_thw`, Qwen2.5-VL's `second_per_grid_ts`) batched and kept on
+/// the CPU.
+fn features(images: &[Item], ranges: &[placeholders::PlaceholderRange]) -> Rc<[Feature]> {
     let mut slices = Vec::with_capacity(images.len());
     let mut start = 0;
     for image in images {
@@ -138,22 +159,25 @@ fn features(images: &[Image], ranges: &[placeholders::PlaceholderRange]) -> Rc<[
         .iter()
         .zip(ranges)
         .map(|(image, range)| {
+            let (pixels_key, grid_key) = match image.modality {
+                Modality::Image => ("pixel_values", "image_grid_thw"),
+                Modality::Video => ("pixel_values_videos", "video_grid_thw"),
+            };
             let pixel_values = Field {
-                key: "pixel_values",
+                key: pixels_key,
                 data: image.pixel_values.clone(),
                 layout: Layout::Flat { slices: slices.clone(), dim: 0 },
                 keep_on_cpu: false,
             };
             let grid = image.grid_thw.map(i64::from);
-            let image_grid_thw = Field {
-                key: "image_grid_thw",
-                data: Tensor::i64(vec![3], &grid),
-                layout: Layout::Batched,
-                keep_on_cpu: true,
-            };
+            let batched = |key, data| Field { key, data, layout: Layout::Batched, keep_on_cpu: true };
+            let mut fields = vec![pixel_values, batched(grid_key, Tensor::i64(vec![3], &grid))];
+            if let Some(seconds) = &image.seconds_per_grid {
+                fields.push(batched("second_per_grid_ts", seconds.clone()));
+            }
             Feature {
-                modality: Modality::Image,
-                fields: Some(Arc::from([pixel_values, image_grid_thw])),
+                modality: image.modality,
+                fields: Some(Arc::from(fields)),
                 hash: image.hash.clone(),
                 offset: range.offset as u32,
                 length: range.length as u32,

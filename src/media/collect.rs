@@ -8,13 +8,20 @@ use super::refusal;
 use super::vision::VisionSupport;
 use crate::error::ApiError;
 
-/// One image of a request: where to get it, and the path naming its part in the request
-/// (`messages[1].content[0].image_url`), for every refusal about it.
+/// One image or video of a request: where to get it, and the path naming its part in the
+/// request (`messages[1].content[0].image_url`), for every refusal about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MediaItem {
     pub at: String,
     /// A `data:` or `http(s)` URL (an inline base64 source is given as a `data:` URL).
     pub url: String,
+    pub kind: MediaKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaKind {
+    Image,
+    Video,
 }
 
 /// The images of one request, in prompt order.
@@ -38,8 +45,24 @@ impl<'a> Collector<'a> {
         if url.is_empty() {
             return Err(refusal::item(&at, "the image URL is empty"));
         }
-        self.items.push(MediaItem { at, url: url.to_string() });
+        self.items.push(MediaItem { at, url: url.to_string(), kind: MediaKind::Image });
         Ok(vision.placeholder)
+    }
+
+    /// Takes a video part; its placeholder text, or the 400 for a model that takes no videos.
+    pub fn video(&mut self, at: String, url: &str) -> Result<&'static str, ApiError> {
+        let vision = match self.vision {
+            Ok(v) => v,
+            Err(why) => return Err(refusal::no_vision(&at, self.model, why)),
+        };
+        if vision.video.is_none() {
+            return Err(refusal::no_video(&at));
+        }
+        if url.is_empty() {
+            return Err(refusal::item(&at, "the video URL is empty"));
+        }
+        self.items.push(MediaItem { at, url: url.to_string(), kind: MediaKind::Video });
+        Ok(super::video::QWEN_VIDEO_PLACEHOLDER)
     }
 
     /// A message's content as vLLM gives it to a string-content template: the texts joined by

@@ -9,9 +9,10 @@ pub mod attach;
 pub mod collect;
 pub mod pool;
 pub mod refusal;
+pub mod video;
 pub mod vision;
 
 pub use attach::{attach, expand, process, Processed};
-pub use collect::{Collector, MediaItem};
+pub use collect::{Collector, MediaItem, MediaKind};
 pub use pool::MediaPool;
 pub use vision::{Vision, VisionSupport};

@@ -73,13 +73,15 @@ def cases():
     return out
 
 
-def main():
+def main(reqs=None, engine_args=ENGINE_ARGS, label="images"):
+    """Runs `reqs` (this file's cases by default) through both stacks; tests/real_vllm/video.py
+    runs its own with its engine arguments."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--gateway", default=os.path.join(ROOT, "target", "release", "shardgate"))
     ap.add_argument("--port-base", type=int, default=0, help="take TCP ports from here up (default: any free)")
     args = ap.parse_args()
-    reqs = cases()
-    work = f"/tmp/sg-diff-images-{os.getpid()}"
+    reqs = reqs or cases()
+    work = f"/tmp/sg-diff-{label}-{os.getpid()}"
     os.makedirs(work, exist_ok=True)
     ports = iter(range(args.port_base, args.port_base + 100)) if args.port_base else None
     port = (lambda: next(ports)) if ports else free_port
@@ -94,7 +96,7 @@ def main():
                            "--served-model-name", NAME, "--host", "127.0.0.1", "--port", str(gw_port),
                            "--metrics-port", str(port()), "--data-dir", f"{work}/data"],
                           stderr=open(f"{work}/gateway.log", "w"))
-    eng = subprocess.Popen([os.path.join(TOOLS, "run-engine.sh"), str(handshake_port(path)), "1"] + ENGINE_ARGS,
+    eng = subprocess.Popen([os.path.join(TOOLS, "run-engine.sh"), str(handshake_port(path)), "1"] + engine_args,
                            env=env, stdout=open(f"{work}/engine.log", "w"), stderr=subprocess.STDOUT,
                            start_new_session=True)
     try:
@@ -105,7 +107,7 @@ def main():
 
     ref = subprocess.Popen([os.path.join(HOME, "venv", "bin", "vllm"), "serve", MODEL, "--served-model-name", NAME,
                             "--port", str(ref_port), "--dtype", "float32", "--max-model-len", "1024",
-                            "--max-num-seqs", "8", "--enforce-eager"] + ENGINE_ARGS, env=env,
+                            "--max-num-seqs", "8", "--enforce-eager"] + engine_args, env=env,
                            stdout=open(f"{work}/reference.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_http(f"http://127.0.0.1:{ref_port}/v1/models", limit=600)

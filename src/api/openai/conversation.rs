@@ -153,9 +153,9 @@ fn normalize_message(i: usize, m: &Value, renderer: &Renderer, media: &mut Colle
     Ok(Value::Object(out))
 }
 
-/// String content, or text parts joined with `separator` and the placeholders of image parts
-/// (`image_url`: `{"url": ..., "detail": ...}`, `detail` ignored as vLLM does); other media
-/// parts are refused.
+/// String content, or text parts joined with `separator` and the placeholders of image and
+/// video parts (`image_url`: `{"url": ..., "detail": ...}`, `detail` ignored as vLLM does;
+/// `video_url`: `{"url": ...}`); other media parts are refused.
 fn content_text(
     content: Option<&Value>,
     i: usize,
@@ -185,6 +185,14 @@ fn content_text(
                             ApiError::invalid_param(&at, format!("{at} needs an object with a string 'url'"))
                         })?;
                         images.push(media.image(at, url)?);
+                    }
+                    "video_url" => {
+                        let at = format!("messages[{i}].content[{j}].video_url");
+                        let url = part.get("video_url").and_then(|u| u.get("url")).and_then(Value::as_str);
+                        let url = url.ok_or_else(|| {
+                            ApiError::invalid_param(&at, format!("{at} needs an object with a string 'url'"))
+                        })?;
+                        images.push(media.video(at, url)?);
                     }
                     other => {
                         return Err(ApiError::invalid_param(
