@@ -78,17 +78,17 @@ def main(reqs=None, engine_args=ENGINE_ARGS, label="images"):
     runs its own with its engine arguments."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--gateway", default=os.path.join(ROOT, "target", "release", "shardgate"))
-    ap.add_argument("--port-base", type=int, default=0, help="take TCP ports from here up (default: any free)")
+    ap.add_argument("--port-base", type=int, default=0, help="take every TCP port from N..N+99 (default: any free)")
     args = ap.parse_args()
     reqs = reqs or cases()
     work = f"/tmp/sg-diff-{label}-{os.getpid()}"
     os.makedirs(work, exist_ok=True)
-    ports = iter(range(args.port_base, args.port_base + 100)) if args.port_base else None
+    ports = iter(range(args.port_base, args.port_base + 50)) if args.port_base else None
     port = (lambda: next(ports)) if ports else free_port
     # The gateway derives the engine's handshake port from the socket path: pick a path whose
-    # port lies in the range.
+    # port lies in the range too (all within port_base..port_base+99).
     path = next(p for p in (f"{work}/engine-{i}" for i in range(100000))
-                if not args.port_base or args.port_base + 100 <= handshake_port(p) < args.port_base + 1000)
+                if not args.port_base or args.port_base + 50 <= handshake_port(p) < args.port_base + 100)
     env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", VLLM_CPU_KVCACHE_SPACE="1", REAL_VLLM_MODEL=MODEL)
     gw_port, ref_port = port(), port()
 

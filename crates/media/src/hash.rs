@@ -146,7 +146,9 @@ mod tests {
         // (18 and 1 of them) or, where smaller, as the array (512 bytes).
         let frames = || (0..144u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>();
         let big: Vec<u8> = (0..512u32).map(|i| (i % 256) as u8).collect();
-        let cases: [(&str, &[u8], usize, f64, &[usize], &str); 3] = [
+        // (model, encoded bytes, total frames, fps, indices, vLLM's hash)
+        type Case<'a> = (&'a str, &'a [u8], usize, f64, &'a [usize], &'a str);
+        let cases: [Case<'_>; 3] = [
             (
                 "Qwen/Qwen2-VL-2B-Instruct",
                 b"not really a video",

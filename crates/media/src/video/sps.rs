@@ -152,7 +152,8 @@ mod tests {
     fn sizes_and_refusals() {
         // Hand-assembled SPSs: baseline 1280x720 (80x45 macroblocks), a High one with
         // cropping to 1920x1080, and a High 4:2:2 one.
-        let cases: [(&[u8], Result<(u32, u32), &str>); 4] = [
+        type Case<'a> = (&'a [u8], Result<(u32, u32), &'a str>);
+        let cases: [Case<'_>; 4] = [
             (&[0x67, 0x42, 0xc0, 0x1f, 0xda, 0x01, 0x40, 0x16, 0xe8], Ok((1280, 720))),
             (&[0x67, 0x64, 0x00, 0x28, 0xac, 0xd9, 0x40, 0x78, 0x02, 0x27, 0xe5, 0x84, 0x00], Ok((1920, 1080))),
             (&[0x67, 0x7a, 0x00, 0x1f, 0xbc], Err("4:2:2")),
