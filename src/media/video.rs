@@ -1,7 +1,7 @@
 //! Videos for the Qwen-VL family: what a model needs to take them (read once at load beside
 //! its image side) and what a media pool thread does for one `video_url` part: fetch under the
-//! video byte limit, decode the frames vLLM's `qwen2_vl` loader samples (2 fps), process them
-//! with Qwen2-VL's video processor, hash the item as vLLM does.
+//! operator's `--max-media-bytes` (as an image), decode the frames vLLM's `qwen2_vl` loader
+//! samples (2 fps), process them with Qwen2-VL's video processor, hash the item as vLLM does.
 
 use std::path::Path;
 
@@ -67,8 +67,7 @@ pub fn load(
 pub(super) fn process_one(url: &str, policy: &FetchPolicy, vision: &Vision) -> Result<Item, Refused> {
     let video = vision.video.as_ref().ok_or(Refused::NoVideo)?;
     let limits = VideoLimits::default();
-    let policy = FetchPolicy { max_bytes: policy.max_bytes.max(limits.bytes_max), ..policy.clone() };
-    let fetched = shardgate_fetch::fetch(url, &policy).map_err(Refused::Fetch)?;
+    let fetched = shardgate_fetch::fetch(url, policy).map_err(Refused::Fetch)?;
     let t = video.processor.temporal_patch_size;
     let decoded = shardgate_media::decode_video(&fetched.bytes, &limits, |total, fps| {
         qwen2_vl_frame_indices(total, fps, SAMPLING_FPS, t)
