@@ -7,40 +7,22 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use shardgate_fetch::{FetchError, FetchPolicy};
-use shardgate_media::{placeholders, DecodeLimits, MediaError, VideoError};
+use shardgate_fetch::FetchPolicy;
+use shardgate_media::{placeholders, DecodeLimits, MediaError};
 use shardgate_wire::mm::{Feature, Field, Layout, Modality, Tensor};
 
 use super::collect::{MediaItem, MediaKind};
+use super::item::{pixel_tensor, Item, Refused};
 use super::refusal;
 use super::vision::Vision;
 use crate::error::ApiError;
 use crate::pipeline::request::Prompt;
 use crate::shard::ShardCtx;
 
-/// One image or video, processed (on a pool thread).
-pub(super) struct Item {
-    pub modality: Modality,
-    pub pixel_values: Tensor,
-    pub grid_thw: [u32; 3],
-    pub tokens: usize,
-    pub hash: String,
-    /// Qwen2.5-VL's `second_per_grid_ts` of a video.
-    pub seconds_per_grid: Option<Tensor>,
-}
-
 /// A request's images, processed and ready to attach to its prompt (once, or again for each
 /// turn of a tool loop: the tensors are shared, not copied).
 #[derive(Default)]
 pub struct Processed(Vec<Item>);
-
-pub(super) enum Refused {
-    Fetch(FetchError),
-    Media(MediaError),
-    Video(VideoError),
-    /// A video for a model whose processor takes none.
-    NoVideo,
-}
 
 /// The prompt with its images: the placeholders expanded and the items in `mm_features`. An
 /// image the client can fix is a 400 naming its part; a full pool a 503.
@@ -122,17 +104,6 @@ fn process_one(url: &str, policy: &FetchPolicy, vision: &Vision) -> Result<Item,
         hash: shardgate_media::image_hash(&vision.model_id, &fetched.bytes, decoded.converted),
         seconds_per_grid: None,
     })
-}
-
-/// `pixel_values` as the engine takes them: normalised `float32`, or the raw samples as `uint8`
-/// where it normalises on its device (the processor then left them as exact integers).
-pub(super) fn pixel_tensor(processed: &shardgate_media::Processed, raw: bool) -> Tensor {
-    let shape = processed.shape.iter().map(|&d| d as u64).collect();
-    if raw {
-        Tensor::u8(shape, processed.pixel_values.iter().map(|&v| v as u8))
-    } else {
-        Tensor::f32(shape, &processed.pixel_values)
-    }
 }
 
 fn unprocessable(image: &shardgate_media::RgbImage) -> Refused {

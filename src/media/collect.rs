@@ -62,7 +62,7 @@ impl<'a> Collector<'a> {
             return Err(refusal::item(&at, "the video URL is empty"));
         }
         self.items.push(MediaItem { at, url: url.to_string(), kind: MediaKind::Video });
-        Ok(super::video::QWEN_VIDEO_PLACEHOLDER)
+        Ok(super::video_support::QWEN_VIDEO_PLACEHOLDER)
     }
 
     /// A message's content as vLLM gives it to a string-content template: the texts joined by

@@ -7,9 +7,11 @@
 
 pub mod attach;
 pub mod collect;
+mod item;
 pub mod pool;
 pub mod refusal;
 pub mod video;
+pub mod video_support;
 pub mod vision;
 
 pub use attach::{attach, expand, process, Processed};

@@ -25,7 +25,7 @@ pub struct Vision {
     /// The engine rescales and normalises on its device: `pixel_values` go as raw `uint8`.
     pub device_normalize: bool,
     /// The video side (`media::video`), where the family has one ported.
-    pub video: Option<super::video::VideoSupport>,
+    pub video: Option<super::video_support::VideoSupport>,
 }
 
 /// A model's vision, or why it takes no images (said in the 400 naming the model).
@@ -62,7 +62,7 @@ impl Vision {
             .or_else(|| tokenizer.token_to_id(QWEN_IMAGE_TOKEN))
             .ok_or_else(|| format!("its tokenizer has no {QWEN_IMAGE_TOKEN} token"))?;
         let device_normalize = device_normalize.unwrap_or_else(|| normalizes_on_device(&config));
-        let video = super::video::load(model_dir, &config, &processor, tokenizer, device_normalize)?;
+        let video = super::video_support::load(model_dir, &config, &processor, tokenizer, device_normalize)?;
         let processor = if device_normalize { processor.without_normalize() } else { processor };
         Ok(Arc::new(Vision {
             video,
