@@ -17,7 +17,7 @@ cd "$root"
 
 seconds="${1:-20}"
 shift $(( $# > 0 ? 1 : 0 ))
-all_targets=(http_request request_json vllm_output tokenspeed_output text_pipeline zmtp_peer constraint_check image_decode)
+all_targets=(http_request request_json vllm_output tokenspeed_output text_pipeline zmtp_peer constraint_check image_decode video_decode)
 if (( $# > 0 )); then
     targets=("$@")
 else
@@ -66,6 +66,8 @@ target_args() {
         text_pipeline) echo "-max_len=4096" ;;
         # Any allocation past 64 MiB is a header the limits (1 Mi pixels) should have refused.
         image_decode) echo "-max_len=65536 -malloc_limit_mb=64" ;;
+        # 16 MiB of sampled frames, 64 Ki-pixel frames: anything past 128 MiB escaped a limit.
+        video_decode) echo "-max_len=262144 -malloc_limit_mb=128" ;;
         *) echo "" ;;
     esac
 }

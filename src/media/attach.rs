@@ -1,40 +1,28 @@
-//! A request's images, from URLs to the engine's `mm_features`: each item fetched, decoded,
-//! processed and hashed on the side pool (all items at once), then, back on the shard, the
-//! image token of the tokenized prompt expanded once per image (`placeholders::expand`) and
-//! each item's tensors laid out as vLLM's field config for the model's family lays them out.
+//! A request's images (or videos: one modality per request), from URLs to the engine's
+//! `mm_features`: each item fetched, decoded, processed and hashed on the side pool (all items
+//! at once), then, back on the shard, the image (video) token of the tokenized prompt expanded
+//! once per item (`placeholders::expand`) and each item's tensors laid out as vLLM's field
+//! config for the model's family lays them out.
 
 use std::rc::Rc;
 use std::sync::Arc;
 
-use shardgate_fetch::{FetchError, FetchPolicy};
+use shardgate_fetch::FetchPolicy;
 use shardgate_media::{placeholders, DecodeLimits, MediaError};
 use shardgate_wire::mm::{Feature, Field, Layout, Modality, Tensor};
 
-use super::collect::MediaItem;
+use super::collect::{MediaItem, MediaKind};
+use super::item::{pixel_tensor, Item, Refused};
 use super::refusal;
 use super::vision::{TensorLayout, Vision};
 use crate::error::ApiError;
 use crate::pipeline::request::Prompt;
 use crate::shard::ShardCtx;
 
-/// One image, processed (on a pool thread).
-struct Image {
-    pixel_values: Tensor,
-    /// `image_grid_thw`, for the families whose processor gives one.
-    grid_thw: Option<[u32; 3]>,
-    tokens: usize,
-    hash: String,
-}
-
 /// A request's images, processed and ready to attach to its prompt (once, or again for each
 /// turn of a tool loop: the tensors are shared, not copied).
 #[derive(Default)]
-pub struct Processed(Vec<Image>);
-
-enum Refused {
-    Fetch(FetchError),
-    Media(MediaError),
-}
+pub struct Processed(Vec<Item>);
 
 /// The prompt with its images: the placeholders expanded and the items in `mm_features`. An
 /// image the client can fix is a 400 naming its part; a full pool a 503.
@@ -55,11 +43,15 @@ pub fn expand(vision: &Vision, items: &[MediaItem], images: &Processed, prompt: 
         return Ok(prompt);
     }
     let tokens: Vec<usize> = images.iter().map(|i| i.tokens).collect();
-    let (ids, ranges) =
-        placeholders::expand(&prompt.token_ids, vision.image_token_id, &tokens).map_err(|e| match e {
-            MediaError::Placeholders { found, .. } => refusal::media(&items[found.min(items.len() - 1)].at, &e),
-            other => refusal::media(&items[0].at, &other),
-        })?;
+    // One modality per request (checked first): the first item's says which token expands.
+    let token = match (images[0].modality, &vision.video) {
+        (Modality::Video, Some(video)) => video.token_id,
+        _ => vision.image_token_id,
+    };
+    let (ids, ranges) = placeholders::expand(&prompt.token_ids, token, &tokens).map_err(|e| match e {
+        MediaError::Placeholders { found, .. } => refusal::media(&items[found.min(items.len() - 1)].at, &e),
+        other => refusal::media(&items[0].at, &other),
+    })?;
     let features = match vision.family.layout {
         TensorLayout::PatchRowsWithGrid => patch_row_features(images, &ranges),
         TensorLayout::BatchedPixels => batched_features(images, &ranges),
@@ -76,7 +68,12 @@ pub async fn process(ctx: &ShardCtx, vision: &Arc<Vision>, items: &[MediaItem]) 
     let mut pending = Vec::with_capacity(items.len());
     for item in items {
         let (url, policy, vision) = (item.url.clone(), ctx.shared.config.media_fetch.clone(), vision.clone());
-        let rx = ctx.shared.media_pool.submit(move || process_one(&url, &policy, &vision)).map_err(|_| {
+        let kind = item.kind;
+        let rx = ctx.shared.media_pool.submit(move || match kind {
+            MediaKind::Image => process_one(&url, &policy, &vision),
+            MediaKind::Video => super::video::process_one(&url, &policy, &vision),
+        });
+        let rx = rx.map_err(|_| {
             tracing::warn!("image refused: {}: the media pool's queue is full", item.at);
             ApiError::unavailable("the gateway is busy processing images; retry shortly")
         })?;
@@ -88,6 +85,8 @@ pub async fn process(ctx: &ShardCtx, vision: &Arc<Vision>, items: &[MediaItem]) 
             Some(Ok(image)) => images.push(image),
             Some(Err(Refused::Fetch(e))) => return Err(refusal::fetch(&item.at, &e)),
             Some(Err(Refused::Media(e))) => return Err(refusal::media(&item.at, &e)),
+            Some(Err(Refused::Video(e))) => return Err(refusal::video(&item.at, &e)),
+            Some(Err(Refused::NoVideo)) => return Err(refusal::no_video(&item.at)),
             None => return Err(ApiError::internal(format!("{}: the image was not processed", item.at))),
         }
     }
@@ -95,30 +94,21 @@ pub async fn process(ctx: &ShardCtx, vision: &Arc<Vision>, items: &[MediaItem]) 
 }
 
 /// What a pool thread does for one item.
-fn process_one(url: &str, policy: &FetchPolicy, vision: &Vision) -> Result<Image, Refused> {
+fn process_one(url: &str, policy: &FetchPolicy, vision: &Vision) -> Result<Item, Refused> {
     let fetched = shardgate_fetch::fetch(url, policy).map_err(Refused::Fetch)?;
     let decoded = shardgate_media::decode(&fetched.bytes, &DecodeLimits::default()).map_err(Refused::Media)?;
     let processed = vision.processor.process(&decoded.image).map_err(Refused::Media)?;
     if vision.family.layout == TensorLayout::PatchRowsWithGrid && processed.grid_thw.is_none() {
         return Err(unprocessable(&decoded.image));
     }
-    Ok(Image {
+    Ok(Item {
+        modality: Modality::Image,
         pixel_values: pixel_tensor(&processed, vision.device_normalize),
         grid_thw: processed.grid_thw,
         tokens: vision.tokens(&processed),
         hash: shardgate_media::image_hash(&vision.model_id, &fetched.bytes, decoded.converted),
+        seconds_per_grid: None,
     })
-}
-
-/// `pixel_values` as the engine takes them: normalised `float32`, or the raw samples as `uint8`
-/// where it normalises on its device (the processor then left them as exact integers).
-fn pixel_tensor(processed: &shardgate_media::Processed, raw: bool) -> Tensor {
-    let shape = processed.shape.iter().map(|&d| d as u64).collect();
-    if raw {
-        Tensor::u8(shape, processed.pixel_values.iter().map(|&v| v as u8))
-    } else {
-        Tensor::f32(shape, &processed.pixel_values)
-    }
 }
 
 fn unprocessable(image: &shardgate_media::RgbImage) -> Refused {
@@ -129,10 +119,11 @@ fn unprocessable(image: &shardgate_media::RgbImage) -> Refused {
     })
 }
 
-/// The items as vLLM's Qwen2-VL field factory makes them: `pixel_values` flat along rows (each
-/// item carries every item's row slice of the request's concatenation), `image_grid_thw`
-/// batched and kept on the CPU.
-fn patch_row_features(images: &[Image], ranges: &[placeholders::PlaceholderRange]) -> Rc<[Feature]> {
+/// The items as vLLM's Qwen2-VL field factory makes them: `pixel_values` (`_videos`) flat
+/// along rows (each item carries every item's row slice of the request's concatenation),
+/// `image_grid_thw` (`video_grid_thw`, Qwen2.5-VL's `second_per_grid_ts`) batched and kept on
+/// the CPU.
+fn patch_row_features(images: &[Item], ranges: &[placeholders::PlaceholderRange]) -> Rc<[Feature]> {
     let mut slices = Vec::with_capacity(images.len());
     let mut start = 0;
     for image in images {
@@ -144,27 +135,30 @@ fn patch_row_features(images: &[Image], ranges: &[placeholders::PlaceholderRange
         .iter()
         .zip(ranges)
         .map(|(image, range)| {
+            let (pixels_key, grid_key) = match image.modality {
+                Modality::Image => ("pixel_values", "image_grid_thw"),
+                Modality::Video => ("pixel_values_videos", "video_grid_thw"),
+            };
             let pixel_values = Field {
-                key: "pixel_values",
+                key: pixels_key,
                 data: image.pixel_values.clone(),
                 layout: Layout::Flat { slices: slices.clone(), dim: 0 },
                 keep_on_cpu: false,
             };
             let grid = image.grid_thw.unwrap_or_default().map(i64::from);
-            let image_grid_thw = Field {
-                key: "image_grid_thw",
-                data: Tensor::i64(vec![3], &grid),
-                layout: Layout::Batched,
-                keep_on_cpu: true,
-            };
-            feature(image, range, [pixel_values, image_grid_thw])
+            let batched = |key, data| Field { key, data, layout: Layout::Batched, keep_on_cpu: true };
+            let mut fields = vec![pixel_values, batched(grid_key, Tensor::i64(vec![3], &grid))];
+            if let Some(seconds) = &image.seconds_per_grid {
+                fields.push(batched("second_per_grid_ts", seconds.clone()));
+            }
+            feature(image, range, fields)
         })
         .collect()
 }
 
 /// The items as vLLM's LLaVA processor makes them: each item's `pixel_values` is its own
 /// `(3, height, width)` entry of the batch.
-fn batched_features(images: &[Image], ranges: &[placeholders::PlaceholderRange]) -> Rc<[Feature]> {
+fn batched_features(images: &[Item], ranges: &[placeholders::PlaceholderRange]) -> Rc<[Feature]> {
     images
         .iter()
         .zip(ranges)
@@ -175,14 +169,14 @@ fn batched_features(images: &[Image], ranges: &[placeholders::PlaceholderRange])
                 layout: Layout::Batched,
                 keep_on_cpu: false,
             };
-            feature(image, range, [pixel_values])
+            feature(image, range, vec![pixel_values])
         })
         .collect()
 }
 
-fn feature<const N: usize>(image: &Image, range: &placeholders::PlaceholderRange, fields: [Field; N]) -> Feature {
+fn feature(image: &Item, range: &placeholders::PlaceholderRange, fields: Vec<Field>) -> Feature {
     Feature {
-        modality: Modality::Image,
+        modality: image.modality,
         fields: Some(Arc::from(fields)),
         hash: image.hash.clone(),
         offset: range.offset as u32,

@@ -13,21 +13,29 @@ use super::refusal;
 use super::vision::VisionSupport;
 use crate::error::ApiError;
 
-/// One content part of a message, as the template will see it: text, or an image's
-/// placeholder (from [`Collector::image`]).
+/// One content part of a message, as the template will see it: text, or an image's or a
+/// video's placeholder (from [`Collector::image`], [`Collector::video`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part<'a> {
     Text(&'a str),
     Image(&'static str),
+    Video(&'static str),
 }
 
-/// One image of a request: where to get it, and the path naming its part in the request
-/// (`messages[1].content[0].image_url`), for every refusal about it.
+/// One image or video of a request: where to get it, and the path naming its part in the
+/// request (`messages[1].content[0].image_url`), for every refusal about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MediaItem {
     pub at: String,
     /// A `data:` or `http(s)` URL (an inline base64 source is given as a `data:` URL).
     pub url: String,
+    pub kind: MediaKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaKind {
+    Image,
+    Video,
 }
 
 /// The images of one request, in prompt order.
@@ -51,26 +59,48 @@ impl<'a> Collector<'a> {
         if url.is_empty() {
             return Err(refusal::item(&at, "the image URL is empty"));
         }
-        self.items.push(MediaItem { at, url: url.to_string() });
+        self.items.push(MediaItem { at, url: url.to_string(), kind: MediaKind::Image });
         Ok(vision.placeholder)
+    }
+
+    /// Takes a video part; its placeholder text, or the 400 for a model that takes no videos.
+    pub fn video(&mut self, at: String, url: &str) -> Result<&'static str, ApiError> {
+        let vision = match self.vision {
+            Ok(v) => v,
+            Err(why) => return Err(refusal::no_vision(&at, self.model, why)),
+        };
+        if vision.video.is_none() {
+            return Err(refusal::no_video(&at));
+        }
+        if url.is_empty() {
+            return Err(refusal::item(&at, "the video URL is empty"));
+        }
+        self.items.push(MediaItem { at, url: url.to_string(), kind: MediaKind::Video });
+        Ok(super::video_support::QWEN_VIDEO_PLACEHOLDER)
     }
 
     /// A message's parts as vLLM hands them to a template reading content in `format`: the
     /// string below, or the list of parts (`{"type": "text", "text": ...}`, `{"type":
-    /// "image"}`) in the client's order.
+    /// "image"}`, `{"type": "video"}`) in the client's order.
     pub fn content(parts: &[Part<'_>], separator: &str, at: &str, format: ContentFormat) -> Result<Value, ApiError> {
         if format == ContentFormat::OpenAi {
             let list = parts.iter().map(|p| match p {
                 Part::Text(text) => json!({"type": "text", "text": text}),
                 Part::Image(_) => json!({"type": "image"}),
+                Part::Video(_) => json!({"type": "video"}),
             });
             return Ok(Value::Array(list.collect()));
         }
         let texts: Vec<&str> =
             parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(*t) } else { None }).collect();
-        let images: Vec<&'static str> =
-            parts.iter().filter_map(|p| if let Part::Image(i) = p { Some(*i) } else { None }).collect();
-        Collector::message_text(&texts, separator, &images, at).map(Value::String)
+        let placeholders: Vec<&'static str> = parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Image(placeholder) | Part::Video(placeholder) => Some(*placeholder),
+                Part::Text(_) => None,
+            })
+            .collect();
+        Collector::message_text(&texts, separator, &placeholders, at).map(Value::String)
     }
 
     /// A message's content as vLLM gives it to a string-content template: the texts joined by

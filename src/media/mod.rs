@@ -7,11 +7,14 @@
 
 pub mod attach;
 pub mod collect;
+mod item;
 pub mod pool;
 pub mod refusal;
+pub mod video;
+pub mod video_support;
 pub mod vision;
 
 pub use attach::{attach, expand, process, Processed};
-pub use collect::{Collector, MediaItem, Part};
+pub use collect::{Collector, MediaItem, MediaKind, Part};
 pub use pool::MediaPool;
 pub use vision::{Vision, VisionSupport};

@@ -4,7 +4,7 @@
 
 use crate::error::ApiError;
 use shardgate_fetch::FetchError;
-use shardgate_media::MediaError;
+use shardgate_media::{MediaError, VideoError};
 
 /// A refusal of the item at `at`, for any reason the client can change.
 pub fn item(at: &str, cause: impl std::fmt::Display) -> ApiError {
@@ -18,6 +18,16 @@ pub fn fetch(at: &str, e: &FetchError) -> ApiError {
 
 pub fn media(at: &str, e: &MediaError) -> ApiError {
     item(at, e)
+}
+
+pub fn video(at: &str, e: &VideoError) -> ApiError {
+    tracing::info!("video refused: {at}: {e}");
+    ApiError::invalid_param(at, format!("{at}: {e}"))
+}
+
+/// A video for a vision model whose processor is not one with a video processor ported.
+pub fn no_video(at: &str) -> ApiError {
+    video(at, &VideoError::Unsupported { what: "for a model whose processor takes no videos".into() })
 }
 
 /// An image for a model that takes none (`why`: what its files lack).

@@ -28,6 +28,8 @@ pub struct Vision {
     /// Placeholder tokens per image where the family fixes them from the tower's config
     /// (LLaVA: every image is cropped to the tower's input); `None`: the processor's count.
     tokens_per_image: Option<usize>,
+    /// The video side (`media::video`), where the family has one ported.
+    pub video: Option<super::video_support::VideoSupport>,
 }
 
 /// How an image's tensors go in `mm_features` (vLLM's field config for the family).
@@ -132,8 +134,10 @@ impl Vision {
             None => false,
             Some(architectures) => device_normalize.unwrap_or_else(|| has_architecture(&config, architectures)),
         };
+        let video = super::video_support::load(model_dir, &config, &processor, tokenizer, device_normalize)?;
         let processor = if device_normalize { processor.without_normalize() } else { processor };
         Ok(Arc::new(Vision {
+            video,
             processor,
             family,
             image_token_id,

@@ -129,7 +129,9 @@ def list_cases():
     return out
 
 
-def main():
+def main(reqs=None, engine_args=None, label="images"):
+    """Runs `reqs` (this file's cases by default) through both stacks; tests/real_vllm/video.py
+    runs its own with its engine arguments."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--family", choices=sorted(FAMILIES), default="qwen-vl")
     ap.add_argument("--gateway", default=os.path.join(ROOT, "target", "release", "shardgate"))
@@ -140,12 +142,12 @@ def main():
     if args.list_template and args.family != "qwen-vl":
         ap.error("--list-template is tiny-vl-list's, a qwen-vl model")
     model, placeholder, formats, family_args = FAMILIES[args.family]
-    engine_args = ENGINE_ARGS + family_args
-    if args.list_template:
+    engine_args = (engine_args or ENGINE_ARGS) + family_args
+    if reqs is None and args.list_template:
         model, reqs = LIST_MODEL, list_cases()
-    else:
+    elif reqs is None:
         reqs = cases(placeholder, formats)
-    work = f"/tmp/sg-diff-images-{args.family}-{os.getpid()}"
+    work = f"/tmp/sg-diff-{label}-{args.family}-{os.getpid()}"
     os.makedirs(work, exist_ok=True)
     # Within the 100 ports from --port-base: HTTP from the first 50, the handshake from the rest.
     ports = iter(range(args.port_base, args.port_base + 50)) if args.port_base else None

@@ -16,9 +16,11 @@ pub mod limits;
 pub mod placeholders;
 pub mod processor;
 pub mod resize;
+pub mod video;
 
 pub use decode::{decode, sniff, DecodeLimits, Decoded, RgbImage};
 pub use error::{ConfigError, ImageFormat, MediaError};
-pub use hash::image_hash;
+pub use hash::{image_hash, video_hash, VideoSource};
 pub use processor::{ImageProcessor, Processed};
 pub use resize::Backend;
+pub use video::{decode_video, DecodedVideo, VideoError, VideoLimits};

@@ -51,3 +51,26 @@ pub const config_side_px_max: u32 = 8192;
 const _: () = assert!(image_side_px_max as u64 * image_side_px_max as u64 >= image_pixels_max);
 const _: () = assert!(image_pixels_max * 4 <= isize::MAX as u64);
 const _: () = assert!(config_side_px_max <= image_side_px_max);
+
+/// Video: encoded bytes of one video.
+pub const video_bytes_max: usize = 64 << 20;
+
+/// Video: pixels of one frame, from the stream's parameter sets before any frame is decoded
+/// (vLLM's `VLLM_MAX_IMAGE_PIXELS` bounds frames only at 178,956,970).
+pub const video_frame_pixels_max: u64 = image_pixels_max;
+
+/// Video: coded frames in the file (ten minutes at 30 fps), read from the sample table before
+/// it is; every frame up to the last sampled one is decoded.
+pub const video_frames_max: usize = 18_000;
+
+/// Video: length in seconds (frames over the frame rate).
+pub const video_duration_s_max: u64 = 600;
+
+/// Video: the sampled frames as RGB together, checked before decoding (768 frames of 1080p
+/// would take 4.7 GB).
+pub const video_frame_bytes_max: usize = 1 << 30;
+
+/// Video: wall-clock time of decoding one video on a media pool thread.
+pub const video_decode_time_max_ms: u64 = 30_000;
+
+const _: () = assert!(video_frame_pixels_max * 3 <= video_frame_bytes_max as u64);

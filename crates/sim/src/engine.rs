@@ -391,7 +391,8 @@ impl Sim {
                         "rank": self.rank, "structured_outputs": req.structured_outputs,
                         "mm": req.mm.as_ref().map(|m| serde_json::json!({"items": m.items,
                             "placeholder_tokens": m.placeholder_tokens, "tensor_bytes": m.tensor_bytes,
-                            "hashes": m.hashes, "ranges": m.ranges}))}));
+                            "hashes": m.hashes, "ranges": m.ranges,
+                            "modalities": m.modalities, "keys": m.keys}))}));
                     if self.fire_faults(&req.request_id) {
                         return Ok(());
                     }

@@ -16,6 +16,9 @@ pub struct MmSummary {
     pub hashes: Vec<String>,
     /// `(offset, length)` per item, in order.
     pub ranges: Vec<(usize, usize)>,
+    /// Each item's modality and its tensors' keys (`video`: `pixel_values_videos`, ...).
+    pub modalities: Vec<String>,
+    pub keys: Vec<Vec<String>>,
 }
 
 /// Decodes the `mm_features` element (`r` at it); `aux` are the message's frames after the
@@ -30,7 +33,12 @@ pub fn decode_features(r: &mut Reader<'_>, aux: &[Vec<u8>]) -> DecodeResult<Opti
         let fields = r.map_len()?;
         for _ in 0..fields {
             match r.str()? {
-                "data" if r.peek_kind()? != Kind::Nil => s.tensor_bytes += decode_item(r, aux)?,
+                "data" if r.peek_kind()? != Kind::Nil => {
+                    let (bytes, keys) = decode_item(r, aux)?;
+                    s.tensor_bytes += bytes;
+                    s.keys.push(keys);
+                }
+                "modality" => s.modalities.push(r.str()?.to_string()),
                 "identifier" => s.hashes.push(r.str()?.to_string()),
                 "mm_position" => s.ranges.push(decode_range(r)?),
                 _ => r.skip()?,
@@ -67,11 +75,14 @@ fn decode_range(r: &mut Reader<'_>) -> DecodeResult<(usize, usize)> {
     offset.zip(length).ok_or_else(|| DecodeError("PlaceholderRange without offset or length".into()))
 }
 
-/// One item: `{key: {"data": tensor, "field": [kind, kwargs]}}`; returns its tensor bytes.
-fn decode_item(r: &mut Reader<'_>, aux: &[Vec<u8>]) -> DecodeResult<usize> {
+/// One item: `{key: {"data": tensor, "field": [kind, kwargs]}}`; returns its tensor bytes and
+/// keys.
+fn decode_item(r: &mut Reader<'_>, aux: &[Vec<u8>]) -> DecodeResult<(usize, Vec<String>)> {
     let mut bytes = 0;
+    let mut keys = Vec::new();
     for _ in 0..r.map_len()? {
         let key = r.str()?.to_string();
+        keys.push(key.clone());
         for _ in 0..r.map_len()? {
             match r.str()? {
                 "data" => bytes += decode_tensor(r, aux).map_err(|e| DecodeError(format!("{key}: {}", e.0)))?,
@@ -79,7 +90,7 @@ fn decode_item(r: &mut Reader<'_>, aux: &[Vec<u8>]) -> DecodeResult<usize> {
             }
         }
     }
-    Ok(bytes)
+    Ok((bytes, keys))
 }
 
 fn decode_tensor(r: &mut Reader<'_>, aux: &[Vec<u8>]) -> DecodeResult<usize> {

@@ -94,12 +94,14 @@ pub struct Field {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Modality {
     Image,
+    Video,
 }
 
 impl Modality {
     pub fn name(self) -> &'static str {
         match self {
             Modality::Image => "image",
+            Modality::Video => "video",
         }
     }
 }

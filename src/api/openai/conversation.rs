@@ -159,9 +159,9 @@ fn normalize_message(i: usize, m: &Value, renderer: &Renderer, media: &mut Colle
 }
 
 /// A message's content as the renderer reads it (`Collector::content`): string content, or
-/// text and `image_url` parts (`{"url": ..., "detail": ...}`, `detail` ignored as vLLM does);
-/// other media parts are refused. In the list format a string is one text part and null no
-/// parts, as vLLM hands them over.
+/// text, `image_url` parts (`{"url": ..., "detail": ...}`, `detail` ignored as vLLM does) and
+/// `video_url` parts (`{"url": ...}`); other media parts are refused. In the list format a
+/// string is one text part and null no parts, as vLLM hands them over.
 fn content(
     content: Option<&Value>,
     i: usize,
@@ -204,6 +204,13 @@ fn content_parts<'v>(
                 let url = url
                     .ok_or_else(|| ApiError::invalid_param(&at, format!("{at} needs an object with a string 'url'")))?;
                 out.push(Part::Image(media.image(at, url)?));
+            }
+            "video_url" => {
+                let at = format!("messages[{i}].content[{j}].video_url");
+                let url = part.get("video_url").and_then(|u| u.get("url")).and_then(Value::as_str);
+                let url = url
+                    .ok_or_else(|| ApiError::invalid_param(&at, format!("{at} needs an object with a string 'url'")))?;
+                out.push(Part::Video(media.video(at, url)?));
             }
             other => {
                 return Err(ApiError::invalid_param(

@@ -15,6 +15,8 @@ import json
 import pathlib
 import shutil
 import struct
+import subprocess
+import tempfile
 import zlib
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -225,6 +227,19 @@ def image_decode():
     return seeds
 
 
+def video_decode():
+    """MP4s the OpenH264 encoder makes (the media crate's make_video example): sizes with and
+    without SPS cropping, frame counts odd and even."""
+    items = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for width, height, frames, fps in [(32, 32, 6, 4), (48, 18, 5, 2), (64, 48, 12, 8)]:
+            out = pathlib.Path(tmp) / "v.mp4"
+            subprocess.run(["cargo", "run", "-q", "--release", "-p", "shardgate-media", "--example", "make_video",
+                            "--", str(out), str(width), str(height), str(frames), str(fps)], cwd=REPO, check=True)
+            items.append((f"h264-{width}x{height}x{frames}", out.read_bytes()))
+    return items
+
+
 if __name__ == "__main__":
     write("http_request", http_request())
     write("request_json", request_json())
@@ -237,3 +252,4 @@ if __name__ == "__main__":
         print("image_decode: kept as it is (JPEG and WebP seeds need PIL: run with the real-vLLM venv's python)")
     else:
         write("image_decode", image_decode() + made_by_pil)
+    write("video_decode", video_decode())
