@@ -12,8 +12,8 @@ make the images):
 
 The images are made here from a seeded pattern, as PNG and JPEG data URLs, in sizes and aspect
 ratios that exercise smart_resize's rounding, its min_pixels raise and its max_pixels cap
-(64 merged patches for tiny-vl), and CLIP's shortest-edge resize and centre crop (LLaVA: PNG
-only, every image 576 tokens, so the engine runs with a 2048-token context). One real engine
+(64 merged patches for tiny-vl), and CLIP's shortest-edge resize and centre crop (LLaVA: every
+image 576 tokens, so the engine runs with a 2048-token context). One real engine
 runs at a time: shardgate's first, then the reference. Exit status 0 = identical.
 
 With --list-template the model is setup.sh's tiny-vl-list (tiny-vl with a real Qwen-VL template
@@ -37,7 +37,7 @@ FAMILIES = {
     "qwen-vl": (os.environ.get("REAL_VLLM_VL_MODEL", os.path.join(HOME, "tiny-vl")),
                 "<|vision_start|><|image_pad|><|vision_end|>", ("PNG", "JPEG"), []),
     "llava": (os.environ.get("REAL_VLLM_LLAVA_MODEL", os.path.join(HOME, "tiny-llava")),
-              "<image>", ("PNG",), ["--max-model-len", "2048"]),
+              "<image>", ("PNG", "JPEG"), ["--max-model-len", "2048"]),
 }
 
 
