@@ -198,19 +198,15 @@ fn content_parts<'v>(
                     .ok_or_else(|| ApiError::invalid_param(param, "a text content part needs a string 'text'"))?,
             )),
             "refusal" => out.push(Part::Text(part.get("refusal").and_then(Value::as_str).unwrap_or(""))),
-            "image_url" => {
-                let at = format!("messages[{i}].content[{j}].image_url");
-                let url = part.get("image_url").and_then(|u| u.get("url")).and_then(Value::as_str);
+            "image_url" | "video_url" => {
+                let at = format!("messages[{i}].content[{j}].{kind}");
+                let url = part.get(kind).and_then(|u| u.get("url")).and_then(Value::as_str);
                 let url = url
                     .ok_or_else(|| ApiError::invalid_param(&at, format!("{at} needs an object with a string 'url'")))?;
-                out.push(Part::Image(media.image(at, url)?));
-            }
-            "video_url" => {
-                let at = format!("messages[{i}].content[{j}].video_url");
-                let url = part.get("video_url").and_then(|u| u.get("url")).and_then(Value::as_str);
-                let url = url
-                    .ok_or_else(|| ApiError::invalid_param(&at, format!("{at} needs an object with a string 'url'")))?;
-                out.push(Part::Video(media.video(at, url)?));
+                out.push(match kind {
+                    "image_url" => Part::Image(media.image(at, url)?),
+                    _ => Part::Video(media.video(at, url)?),
+                });
             }
             other => {
                 return Err(ApiError::invalid_param(
