@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use shardgate_media::processor::{Normalize, QwenVl};
+use shardgate_media::processor::QwenVl;
 use shardgate_media::ImageProcessor;
 use shardgate_text::tokenizer::Tokenizer;
 
@@ -37,11 +37,7 @@ pub fn load(
         Ok(text) => QwenVl::from_video_config(&text).map_err(|e| e.to_string())?,
         Err(_) => image.clone(),
     };
-    let processor = if device_normalize {
-        QwenVl { normalize: Normalize { rescale_factor: None, mean_std: None }, ..processor }
-    } else {
-        processor
-    };
+    let processor = if device_normalize { processor.without_normalize() } else { processor };
     let token_id = config
         .get("video_token_id")
         .and_then(Value::as_u64)

@@ -37,6 +37,12 @@ impl QwenVl {
     pub fn from_video_config(config: &str) -> Result<QwenVl, ConfigError> {
         config::video_from_config(config)
     }
+
+    /// The same processor leaving rescaling and normalisation to the engine's device: its
+    /// samples stay the exact integers they were decoded as.
+    pub fn without_normalize(self) -> QwenVl {
+        QwenVl { normalize: Normalize { rescale_factor: None, mean_std: None }, ..self }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -65,10 +71,11 @@ impl ImageProcessor {
     /// resized samples themselves (exact integers 0..=255), for an engine that normalises on
     /// its device (vLLM's `mm_device_do_normalize`, which takes them as `uint8`).
     pub fn without_normalize(self) -> ImageProcessor {
-        let off = Normalize { rescale_factor: None, mean_std: None };
         match self {
-            ImageProcessor::QwenVl(p) => ImageProcessor::QwenVl(QwenVl { normalize: off, ..p }),
-            ImageProcessor::Clip(p) => ImageProcessor::Clip(Clip { normalize: off, ..p }),
+            ImageProcessor::QwenVl(p) => ImageProcessor::QwenVl(p.without_normalize()),
+            ImageProcessor::Clip(p) => {
+                ImageProcessor::Clip(Clip { normalize: Normalize { rescale_factor: None, mean_std: None }, ..p })
+            }
         }
     }
 
