@@ -76,6 +76,8 @@ if [ -x "$REAL_VLLM_PYTHON" ]; then
   limited 600 "$REAL_VLLM_PYTHON" tools/goldens/placeholders.py --check
   # mm_features: vLLM's MsgpackEncoder against the committed goldens (crates/wire/tests).
   limited 600 "$REAL_VLLM_PYTHON" tools/goldens/mm_features.py --check
+  # Video: our H.264 decoding and colour conversion against OpenCV's frames (vLLM's loader).
+  limited 600 "$REAL_VLLM_PYTHON" tools/goldens/video_colour.py
   SHARDGATE_MEDIA_GOLDENS_REQUIRED=1 limited 600 cargo test --release -p shardgate-media --test hf_goldens
 else
   echo "skipped: no $REAL_VLLM_PYTHON (tools/real-vllm/setup.sh); cargo test checked the committed goldens"
@@ -133,6 +135,9 @@ if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   step "images under a list-of-parts template: the same on tiny-vl-list"
   limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/images.py \
     --list-template --gateway "${CARGO_TARGET_DIR:-target}/release/shardgate"
+  step "video in chat requests: shardgate + a headless engine against vllm serve on tiny-vl"
+  limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/video.py \
+    --gateway "${CARGO_TARGET_DIR:-target}/release/shardgate"
   step "invalid output constraints against a real vLLM engine and xgrammar"
   limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/constraints.py
   step "shardgate serve starting a real vLLM engine, which is SIGKILLed and restarted"
