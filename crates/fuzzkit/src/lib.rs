@@ -1,5 +1,8 @@
-//! Shared setup for the fuzz targets: the demo model, loaded once per process, and small
-//! helpers the oracles share. Harness code: it may panic on a broken setup, never on input.
+//! The fuzz targets (`targets::<name>::run`: one input, its oracles checked by panicking), and
+//! what they share: the demo model, loaded once per process, and small helpers. libFuzzer
+//! drives them through the binaries in tests/fuzz (`tools/fuzz.sh`); `cargo test` replays every
+//! committed seed and regression through the same bodies (tests/fuzz_corpus.rs). Harness code:
+//! it may panic on a broken setup, never on input.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -8,6 +11,7 @@ use shardgate_text::model::{ModelAssets, ModelSource};
 use shardgate_text::render::Renderer;
 
 pub mod msgpack_gen;
+pub mod targets;
 
 /// The model every tokenizer-dependent target uses: the demo's Qwen3 directory.
 pub struct Model {
