@@ -573,3 +573,96 @@ fn tokenize_and_count_tokens_refuse_an_image_as_chat_does() {
         assert!(g.logs().contains(&format!("image refused: {at}")), "{path}: no log line");
     }
 }
+
+// Messages and Responses under either content format: the Anthropic and Responses adapters
+// hand the template each message's parts as vLLM's chat path would, so the engine gets what
+// the equivalent chat request gives it.
+
+/// The (prompt length, placeholder ranges) of the engine request a POST made.
+fn engine_view(g: &Gateway, path: &str, body: &Value) -> (Value, Value) {
+    let before = g.adds().len();
+    let r = g.post_json(path, body);
+    assert_eq!(r.status, 200, "{path}: {}", r.text());
+    let adds = g.adds();
+    assert_eq!(adds.len(), before + 1, "{path}");
+    (adds[before]["prompt_len"].clone(), adds[before]["mm"]["ranges"].clone())
+}
+
+#[test]
+fn messages_and_responses_place_images_as_chat_does_in_either_content_format() {
+    let template = std::env::temp_dir().join(format!("sg-list-template-apis-{}.jinja", std::process::id()));
+    std::fs::write(&template, LIST_TEMPLATE).unwrap();
+    let (a, b) = (data_url("image/png", &png(96, 64)), data_url("image/png", &png(28, 28)));
+    let block = |url: &str| {
+        let data = url.split_once(',').unwrap().1;
+        json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}})
+    };
+    let input_image = |url: &str| json!({"type": "input_image", "image_url": url, "detail": "low"});
+    let text = |t: &str| json!({"type": "text", "text": t});
+    let input_text = |t: &str| json!({"type": "input_text", "text": t});
+    let call = json!({"id": "c1", "type": "function", "function": {"name": "camera", "arguments": "{}"}});
+    let messages = |m: Value| json!({"model": "test-model", "max_tokens": 4, "messages": m});
+    let responses = |input: Value| json!({"model": "test-model", "max_output_tokens": 4, "input": input});
+    // (the chat messages, the same conversation on the other route): interleaved text and
+    // images; a tool result's image (Messages: a user message after the tool's, before the
+    // turn's own content whatever the block order); a call's output holding an image.
+    let cases = [
+        (
+            json!([{"role": "user", "content": [text("Before"), image_part(&a), text("Between"), image_part(&b)]}]),
+            (
+                "/v1/messages",
+                messages(json!([{"role": "user", "content": [text("Before"), block(&a), text("Between"), block(&b)]}])),
+            ),
+        ),
+        (
+            json!([{"role": "user", "content": [text("Before"), image_part(&a), text("Between"), image_part(&b)]}]),
+            (
+                "/v1/responses",
+                responses(json!([{"role": "user", "content": [input_text("Before"), input_image(&a),
+                                                                            input_text("Between"), input_image(&b)]}])),
+            ),
+        ),
+        (
+            json!([{"role": "user", "content": "Take it."}, {"role": "assistant", "content": null, "tool_calls": [call]},
+                   {"role": "tool", "tool_call_id": "c1", "content": "Here:"}, {"role": "user", "content": [image_part(&a)]},
+                   {"role": "user", "content": [text("What is it?"), image_part(&b)]}]),
+            (
+                "/v1/messages",
+                messages(json!([
+                {"role": "user", "content": "Take it."},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "camera", "input": {}}]},
+                {"role": "user", "content": [text("What is it?"),
+                    {"type": "tool_result", "tool_use_id": "c1", "content": [text("Here:"), block(&a)]}, block(&b)]}])),
+            ),
+        ),
+        (
+            json!([{"role": "user", "content": "Take it."}, {"role": "assistant", "content": null, "tool_calls": [call]},
+                   {"role": "tool", "tool_call_id": "c1", "content": [text("Here:"), image_part(&a)]},
+                   {"role": "user", "content": [image_part(&b), text("What is it?")]}]),
+            (
+                "/v1/responses",
+                responses(json!([
+                {"role": "user", "content": "Take it."},
+                {"type": "function_call", "call_id": "c1", "name": "camera", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": [input_text("Here:"), input_image(&a)]},
+                {"role": "user", "content": [input_image(&b), input_text("What is it?")]}])),
+            ),
+        ),
+    ];
+    // The template's format as detected (the list), then forced to strings.
+    let mut interleaved = Vec::new();
+    for format in [None, Some("string")] {
+        let mut gateway_args = vec!["--chat-template".to_string(), template.display().to_string()];
+        if let Some(f) = format {
+            gateway_args.extend(["--chat-template-content-format".to_string(), f.to_string()]);
+        }
+        let g = Gateway::start_with(Options { model_path: Some(vision_model()), gateway_args, ..Default::default() });
+        for (chat_messages, (path, body)) in &cases {
+            let want = engine_view(&g, "/v1/chat/completions", &chat(chat_messages.clone()));
+            assert_eq!(engine_view(&g, path, body), want, "{format:?}: {path} {chat_messages}");
+        }
+        interleaved.push(engine_view(&g, cases[0].1 .0, &cases[0].1 .1));
+    }
+    // In the list format the first image follows "Before"; as strings both go in front.
+    assert_ne!(interleaved[0].1, interleaved[1].1, "the content format changed nothing");
+}

@@ -103,6 +103,15 @@ impl<'a> Collector<'a> {
         Collector::message_text(&texts, separator, &placeholders, at).map(Value::String)
     }
 
+    /// A string content as vLLM's chat path hands it to a template reading `format`: itself,
+    /// or one text part.
+    pub fn text(text: &str, format: ContentFormat) -> Value {
+        match format {
+            ContentFormat::String => Value::String(text.to_string()),
+            ContentFormat::OpenAi => json!([{"type": "text", "text": text}]),
+        }
+    }
+
     /// A message's content as vLLM gives it to a string-content template: the texts joined by
     /// `separator`, each of `images` placeholders the text does not place itself in front.
     pub fn message_text(

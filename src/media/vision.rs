@@ -183,3 +183,20 @@ fn llava_tokens(config: &Value, crop: Option<(u32, u32)>) -> Result<usize, Strin
         other => Err(format!("its vision_feature_select_strategy {other:?} is not default or full")),
     }
 }
+
+/// A Qwen-VL vision with the processor's defaults, for tests of what the adapters build.
+#[cfg(test)]
+pub fn qwen_vl_for_tests() -> VisionSupport {
+    let processor = ImageProcessor::from_configs(r#"{"image_processor_type": "Qwen2VLImageProcessor"}"#, None)
+        .map_err(|e| e.to_string())?;
+    Ok(Arc::new(Vision {
+        processor,
+        family: &QWEN_VL,
+        image_token_id: 151655,
+        placeholder: QWEN_VL.placeholder,
+        model_id: "m".into(),
+        device_normalize: false,
+        tokens_per_image: None,
+        video: None,
+    }))
+}

@@ -244,7 +244,8 @@ def same(a, b):
         return False
     if a["status"] != 200:
         return (a.get("message"), a.get("param")) == (b.get("message"), b.get("param"))
-    if "tokens" in a:
+    if "tokens" in a or "choices" not in a:
+        # /tokenize's answer, or another route's summary: compared whole.
         return a == b
     if a.get("usage") and b.get("usage") and a["usage"] != b["usage"]:
         return False

@@ -19,14 +19,24 @@ runs at a time: shardgate's first, then the reference. Exit status 0 = identical
 With --list-template the model is setup.sh's tiny-vl-list (tiny-vl with a real Qwen-VL template
 that reads `content` as a list of parts, vLLM's "openai" content format) and the requests are
 list_cases(): each image's placeholder goes where its part is, so text interleaved with images,
-several images, images in several messages and system prompts in both shapes are compared."""
+several images, images in several messages and system prompts in both shapes are compared.
+
+Both ways, api_cases() then sends images through the Anthropic Messages route (`/v1/messages`,
+`image` blocks, a `tool_result` holding an image, `count_tokens`) and the Responses route
+(`/v1/responses`, `input_image` parts, a call's output before an image): vLLM turns them into
+chat messages with the parts in the client's order, and so must the gateway, placeholders in
+front under tiny-vl's string template and each image where its block is under tiny-vl-list's.
+Their answers are compared as tests/real_vllm/differential_apis.py compares them (blocks or
+items, stop reason, usage)."""
 import argparse, base64, io, json, os, signal, subprocess, sys
 
 import numpy as np
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from differential import HOME, ROOT, TOOLS, free_port, handshake_port, report, run_all, wait_http  # noqa: E402
+import differential  # noqa: E402
+import differential_apis  # noqa: E402
+from differential import HOME, ROOT, TOOLS, free_port, handshake_port, http, report, wait_http  # noqa: E402
 
 LIST_MODEL = os.path.join(HOME, "tiny-vl-list")
 NAME = "tiny-chat"  # what differential.run_all sends as `model`
@@ -129,6 +139,82 @@ def list_cases():
     return out
 
 
+def b64(img, fmt):
+    return data_url(img, fmt).split(",", 1)[1]
+
+
+def api_cases():
+    """Messages and Responses requests with images (PNG, and one JPEG without its media type)."""
+    def block(w, h, seed, fmt="PNG", **extra):
+        source = {"type": "base64", "media_type": f"image/{fmt.lower()}", "data": b64(image(w, h, seed), fmt)}
+        return dict({"type": "image", "source": source}, **extra)
+
+    def messages(msgs, **extra):
+        return ("messages", dict({"messages": msgs, "max_tokens": 16, "temperature": 0}, **extra))
+
+    interleaved = [{"role": "user", "content": [text("First this:"), block(96, 64, 30), text("then what?")]}]
+    two = [{"role": "user", "content": [text("Compare"), block(64, 96, 31), text("with"), block(120, 90, 32)]}]
+    camera_call = {"type": "tool_use", "id": "toolu_1", "name": "camera", "input": {}}
+    tool_image = [{"role": "user", "content": "Take a photo."},
+                  {"role": "assistant", "content": [text("Taking it."), camera_call]},
+                  {"role": "user", "content": [
+                      {"type": "tool_result", "tool_use_id": "toolu_1",
+                       "content": [text("Here it is:"), block(80, 80, 33)]},
+                      text("What is in it?")]}]
+    # vLLM's defaults: a base64 source's media type is image/jpeg; cache_control is ignored.
+    jpeg = block(100, 60, 34, "JPEG", cache_control={"type": "ephemeral"})
+    del jpeg["source"]["media_type"]
+    out = [
+        messages(interleaved, system="Be brief."),
+        messages(two, stream=True),
+        messages(tool_image),
+        messages([{"role": "user", "content": [jpeg, text("Describe.")]}],
+                 system=[{"type": "text", "text": "You describe images."}]),
+        ("count_tokens", {"messages": interleaved, "system": "Be brief."}),
+        ("count_tokens", {"messages": tool_image}),
+    ]
+
+    def input_image(w, h, seed, detail="auto"):
+        return {"type": "input_image", "image_url": data_url(image(w, h, seed), "PNG"), "detail": detail}
+
+    def responses(input_, **extra):
+        return ("responses", dict({"input": input_, "max_output_tokens": 16, "temperature": 0}, **extra))
+
+    def input_text(t):
+        return {"type": "input_text", "text": t}
+
+    out += [
+        responses([{"role": "user", "content": [input_text("First this:"), input_image(96, 64, 40),
+                                                input_text("then what?")]}], instructions="Be brief."),
+        responses([{"role": "user", "content": [input_text("Compare"), input_image(64, 96, 41, "low"),
+                                                input_text("with"), input_image(120, 90, 42, "high")]}],
+                  stream=True),
+        responses([{"role": "user", "content": "Take a photo."},
+                   {"type": "function_call", "call_id": "call_1", "name": "camera", "arguments": "{}"},
+                   {"type": "function_call_output", "call_id": "call_1", "output": "Taken."},
+                   {"type": "message", "role": "user",
+                    "content": [input_image(80, 80, 43), input_text("What is in it?")]}]),
+    ]
+    return out
+
+
+API_KINDS = ("messages", "count_tokens", "responses")
+
+
+def run_all(base, reqs):
+    """Chat and /tokenize as tests/real_vllm/differential.py runs them, the other routes as
+    tests/real_vllm/differential_apis.py summarises them."""
+    out = []
+    for kind, body in reqs:
+        if kind not in API_KINDS:
+            out += differential.run_all(base, [(kind, body)])
+            continue
+        body = dict(body, model=NAME)
+        status, raw = http("POST", base + differential_apis.paths(kind), body)
+        out.append(differential_apis.summarize(kind, body, status, raw)[0])
+    return out
+
+
 def main(reqs=None, engine_args=None, label="images"):
     """Runs `reqs` (this file's cases by default) through both stacks; tests/real_vllm/video.py
     runs its own with its engine arguments."""
@@ -144,9 +230,9 @@ def main(reqs=None, engine_args=None, label="images"):
     model, placeholder, formats, family_args = FAMILIES[args.family]
     engine_args = (engine_args or ENGINE_ARGS) + family_args
     if reqs is None and args.list_template:
-        model, reqs = LIST_MODEL, list_cases()
+        model, reqs = LIST_MODEL, list_cases() + api_cases()
     elif reqs is None:
-        reqs = cases(placeholder, formats)
+        reqs = cases(placeholder, formats) + api_cases()
     work = f"/tmp/sg-diff-{label}-{args.family}-{os.getpid()}"
     os.makedirs(work, exist_ok=True)
     # Within the 100 ports from --port-base: HTTP from the first 50, the handshake from the rest.

@@ -7,7 +7,7 @@ use super::*;
 
 fn convert(body: Value) -> Result<Value, ApiError> {
     let text_only: crate::media::VisionSupport = Err("its config.json has no vision_config".into());
-    conversation(&Fields::new(&body), &mut Collector::new(&text_only, "m"))
+    conversation(&Fields::new(&body), ContentFormat::String, &mut Collector::new(&text_only, "m"))
 }
 
 #[test]
@@ -121,16 +121,12 @@ fn bad_input_names_its_field() {
             "'file'",
         ),
         (
-            user(json!([{"type": "image", "source": {"type": "base64", "data": "x"}}])),
+            user(json!([{"type": "image", "source": {"type": "base64", "media_type": 5, "data": "x"}}])),
             "messages.0.content.0.source.media_type",
-            "Field required",
+            "valid string",
         ),
         (user(json!([{"type": "image"}])), "messages.0.content.0.source", "dictionary"),
-        (
-            assistant(json!([{"type": "image", "source": {}}])),
-            "messages.0.content.0",
-            "image content blocks are not supported yet",
-        ),
+        (assistant(json!([{"type": "image", "source": {}}])), "messages.0.content.0.source.data", "Field required"),
         (user(json!([{"type": "document", "source": {}}])), "messages.0.content.0", "document content blocks"),
         (user(json!([{"text": "x"}])), "messages.0.content.0.type", "Field required"),
         (user(json!([{"type": "image_url", "image_url": {"url": "x"}}])), "messages.0.content.0.type", "'image_url'"),
@@ -156,8 +152,19 @@ fn bad_input_names_its_field() {
         ),
         (
             user(json!([{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "image", "source": {}}]}])),
+            "messages.0.content.0.content.0.source.data",
+            "Field required",
+        ),
+        (
+            user(json!([{"type": "tool_result", "tool_use_id": "t",
+                         "content": [{"type": "image", "source": {"type": "url", "url": "http://x/a.png"}}]}])),
+            "messages.0.content.0.content.0.source",
+            "the model 'm' does not take images",
+        ),
+        (
+            user(json!([{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "document", "source": {}}]}])),
             "messages.0.content.0.content.0",
-            "image content blocks are not supported yet",
+            "document content blocks",
         ),
         (assistant(json!([{"type": "tool_result", "tool_use_id": "t"}])), "messages.0.content.0.type", "user messages"),
         (assistant(json!([{"type": "tool_use", "name": "f"}])), "messages.0.content.0.id", "Field required"),
@@ -191,5 +198,94 @@ fn bad_input_names_its_field() {
         let e = convert(body.clone()).expect_err(&body.to_string());
         assert_eq!((e.status, e.param.as_deref()), (400, Some(param)), "{body}: {}", e.message);
         assert!(e.message.contains(words), "{body}: {}", e.message);
+    }
+}
+
+const P: &str = "<|vision_start|><|image_pad|><|vision_end|>";
+
+/// A request's conversation for a Qwen-VL model in `format`, and its media items (the path
+/// naming each, its URL) in the order the engine gets them.
+fn convert_images(body: &Value, format: ContentFormat) -> (Value, Vec<(String, String)>) {
+    let vision = crate::media::vision::qwen_vl_for_tests();
+    let mut media = Collector::new(&vision, "m");
+    let conversation = conversation(&Fields::new(body), format, &mut media).unwrap_or_else(|e| panic!("{body}: {e}"));
+    (conversation, media.items.into_iter().map(|i| (i.at, i.url)).collect())
+}
+
+#[test]
+fn images_and_strings_in_each_content_format() {
+    let image = |url: &str| json!({"type": "image", "source": {"type": "url", "url": url}});
+    let text = |t: &str| json!({"type": "text", "text": t});
+    let img = json!({"type": "image"});
+    let tool_call = json!({"id": "t", "type": "function", "function": {"name": "f", "arguments": {}}});
+    // (request, what a string-content template gets, what a list-content template gets, the
+    // media items' paths in prompt order).
+    let cases = [
+        // Mixed text and images: placeholders in front, or each image where its block is.
+        (
+            json!({"messages": [{"role": "user", "content": [text("a"), image("http://x/1"), text("b"), image("http://x/2")]}]}),
+            json!([{"role": "user", "content": format!("{P}\n{P}\na\nb")}]),
+            json!([{"role": "user", "content": [text("a"), img, text("b"), img]}]),
+            vec!["messages.0.content.1.source", "messages.0.content.3.source"],
+        ),
+        // Strings are one text part; a turn of calls alone has no parts.
+        (
+            json!({"system": "S", "messages": [{"role": "user", "content": "q"},
+                   {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+                   {"role": "assistant", "content": "more"}]}),
+            json!([{"role": "system", "content": "S"}, {"role": "user", "content": "q"},
+                   {"role": "assistant", "content": "", "tool_calls": [tool_call]},
+                   {"role": "assistant", "content": "more"}]),
+            json!([{"role": "system", "content": [text("S")]}, {"role": "user", "content": [text("q")]},
+                   {"role": "assistant", "content": [], "tool_calls": [tool_call]},
+                   {"role": "assistant", "content": [text("more")]}]),
+            vec![],
+        ),
+        // A tool result's images: its tool message (a string), then a user message of them,
+        // before the turn's own image, so the media follow the prompt (not the block order).
+        (
+            json!({"messages": [{"role": "user", "content": [
+                image("http://x/own"),
+                {"type": "tool_result", "tool_use_id": "t", "content": [text("r1"), image("http://x/tool"), text("r2")]},
+                text("next")]}]}),
+            json!([{"role": "tool", "tool_call_id": "t", "content": "r1\nr2"}, {"role": "user", "content": P},
+                   {"role": "user", "content": format!("{P}\nnext")}]),
+            json!([{"role": "tool", "tool_call_id": "t", "content": "r1\nr2"}, {"role": "user", "content": [img]},
+                   {"role": "user", "content": [img, text("next")]}]),
+            vec!["messages.0.content.1.content.1.source", "messages.0.content.0.source"],
+        ),
+        // An assistant's image is taken as chat takes one.
+        (
+            json!({"messages": [{"role": "assistant", "content": [text("see"), image("http://x/a")]}]}),
+            json!([{"role": "assistant", "content": format!("{P}\nsee")}]),
+            json!([{"role": "assistant", "content": [text("see"), img]}]),
+            vec!["messages.0.content.1.source"],
+        ),
+    ];
+    for (body, string, list, items) in cases {
+        for (format, want) in [(ContentFormat::String, &string), (ContentFormat::OpenAi, &list)] {
+            let (got, media) = convert_images(&body, format);
+            assert_eq!(&got, want, "{format:?}: {body}");
+            let ats: Vec<&str> = media.iter().map(|(at, _)| at.as_str()).collect();
+            assert_eq!(ats, items, "{format:?}: {body}");
+        }
+    }
+}
+
+#[test]
+fn image_sources_as_vllm_reads_them() {
+    // (source, the URL it stands for): base64 and its media type are the defaults; fields
+    // such as `cache_control` beside the source are ignored.
+    let cases = [
+        (json!({"type": "base64", "media_type": "image/png", "data": "AA=="}), "data:image/png;base64,AA=="),
+        (json!({"data": "AA=="}), "data:image/jpeg;base64,AA=="),
+        (json!({"type": "base64", "data": "AA=="}), "data:image/jpeg;base64,AA=="),
+        (json!({"type": "url", "url": "https://x/a.png"}), "https://x/a.png"),
+    ];
+    for (source, url) in cases {
+        let block = json!({"type": "image", "source": source, "cache_control": {"type": "ephemeral"}});
+        let body = json!({"messages": [{"role": "user", "content": [block]}]});
+        let (_, media) = convert_images(&body, ContentFormat::String);
+        assert_eq!(media, [("messages.0.content.0.source".to_string(), url.to_string())], "{source}");
     }
 }

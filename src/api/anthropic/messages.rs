@@ -114,7 +114,7 @@ fn read_prompt(
     f: &Fields<'_>,
     media: &mut Collector<'_>,
 ) -> Result<MessagesPrompt, ApiError> {
-    let conversation = content::conversation(f, media)?;
+    let conversation = content::conversation(f, renderer.content_format(), media)?;
     let tools = tools::read(f)?;
     let choice = tools::read_choice(f, &tools.specs)?;
     let (variables, thinking_on) = thinking::template_variables(f, renderer, &model.served_name)?;

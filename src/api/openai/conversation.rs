@@ -221,7 +221,7 @@ fn content_parts<'v>(
 
 /// vLLM's tool message in the list format: text parts only become one string (joined by
 /// newlines), since most templates print a tool result as a string.
-fn tool_content(content: Value) -> Value {
+pub fn tool_content(content: Value) -> Value {
     let Value::Array(parts) = &content else { return content };
     if parts.iter().any(|p| p["type"] != "text") {
         return content;

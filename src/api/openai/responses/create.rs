@@ -85,7 +85,7 @@ impl Turns {
         // The images were collected and processed once (`read`); each turn places them again.
         let vision = ctx.shared.vision();
         let mut media = Collector::new(vision, &self.model.served_name);
-        let input = input::read(&Value::Array(items), &mut media)?;
+        let input = input::read(&Value::Array(items), self.renderer.content_format(), &mut media)?;
         let conversation = input::conversation(
             self.instructions.as_deref(),
             &self.history,
@@ -216,9 +216,10 @@ pub async fn read(
     let model = crate::api::model::resolve(ctx, &f)?;
     let options = read_options(&f)?;
     let input_value = f.get("input").ok_or_else(|| ApiError::invalid_param("input", "'input' is required"))?;
+    let renderer = ctx.renderer(&model).map_err(ApiError::bad_request)?;
     let vision = ctx.shared.vision();
     let mut media = Collector::new(vision, &model.served_name);
-    let input = input::read(input_value, &mut media)?;
+    let input = input::read(input_value, renderer.content_format(), &mut media)?;
     let mut tools = tools::read(&f)?;
     if mcp.is_none() {
         // The route sends requests with MCP tools to the tool loop by a byte search first; one
@@ -244,7 +245,6 @@ pub async fn read(
     }
     let tool_choice = tools::choice(&f, &tools.specs)?;
     let sampling = sampling::read(&f)?;
-    let renderer = ctx.renderer(&model).map_err(ApiError::bad_request)?;
     let history = history::load(ctx, options.previous_response_id, options.conversation).await?;
     let history_param = if options.conversation.is_some() { "conversation" } else { "previous_response_id" };
     // Before the conversation's check: an input of answers alone renders no message.

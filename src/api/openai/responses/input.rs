@@ -4,23 +4,27 @@
 //!
 //! - `instructions` → a system message first (only this request's: OpenAI documents that
 //!   instructions do not carry over from a previous response, and they are no item);
-//! - a `message` item → a message of its role, text parts joined with newlines;
+//! - a `message` item → a message of its role, its parts (`input_text`, `input_image`, …) in
+//!   the client's order; an assistant's text parts are one string (joined with newlines);
 //! - `function_call` items → `tool_calls` of the assistant message before them (consecutive
 //!   calls, and calls after an assistant message, are one message), `arguments` parsed;
-//! - `function_call_output` → a `tool` message;
+//! - `function_call_output` → a `tool` message (a string, unless its output holds images);
 //! - a `reasoning` item (its first `content` text, else its first `summary` text) → the
 //!   reasoning of the assistant message it begins, or of the one before it if that has none;
 //!   an assistant `message` after it becomes that message's content.
 //!
 //! Messages end in chat's shape (`conversation.rs`), so templates see what `/v1/chat/completions`
-//! would show them. Every refusal names the item's field (`input[1].content[0].type`).
+//! would show them: each content in the template's format (`Collector::content`), a string
+//! (`instructions`, merged assistant text) as one text part in the list format, and a message
+//! of calls alone as no parts. Every refusal names the item's field (`input[1].content[0].type`).
 
 use serde_json::{Map, Value};
 
-use crate::api::openai::conversation::{arguments_object, insert_reasoning, template_roles};
+use crate::api::openai::conversation::{arguments_object, insert_reasoning, template_roles, tool_content};
 use crate::error::ApiError;
-use crate::media::Collector;
+use crate::media::{Collector, Part};
 use shardgate_text::render::Renderer;
+use shardgate_text::template::content_format::ContentFormat;
 use shardgate_util::ids::random_hex;
 
 /// What the template renders, and how.
@@ -39,12 +43,15 @@ pub struct Input {
     continue_final: bool,
 }
 
-/// Its `input_image` parts go to `media`.
-pub fn read(input: &Value, media: &mut Collector<'_>) -> Result<Input, ApiError> {
+/// Its contents in `format` (the renderer's, which `conversation` gets); its `input_image`
+/// parts go to `media`.
+pub fn read(input: &Value, format: ContentFormat, media: &mut Collector<'_>) -> Result<Input, ApiError> {
     match input {
-        Value::String(text) => Ok(Input { messages: vec![message("user", text)], continue_final: false }),
+        Value::String(text) => {
+            Ok(Input { messages: vec![message("user", Collector::text(text, format))], continue_final: false })
+        }
         Value::Array(items) => Ok(Input {
-            messages: Items::build(items, "input", media)?,
+            messages: Items::build(items, "input", format, media)?,
             continue_final: items.last().is_some_and(in_progress),
         }),
         _ => Err(ApiError::invalid_param("input", "'input' must be a string or a list of input items")),
@@ -61,18 +68,19 @@ pub fn conversation(
     renderer: &Renderer,
     media: &mut Collector<'_>,
 ) -> Result<Conversation, ApiError> {
+    let format = renderer.content_format();
     let mut messages = Vec::new();
     if let Some(text) = instructions.filter(|t| !t.is_empty()) {
-        messages.push(message("system", text));
+        messages.push(message("system", Collector::text(text, format)));
     }
     let input_images = std::mem::take(&mut media.items);
-    messages.extend(Items::build(history, history_param, media)?);
+    messages.extend(Items::build(history, history_param, format, media)?);
     media.items.extend(input_images);
     messages.extend(input.messages);
     if messages.is_empty() {
         return Err(ApiError::invalid_param("input", "'input' must contain at least one item"));
     }
-    let messages = messages.into_iter().map(chat_shape).collect();
+    let messages = messages.into_iter().map(|m| chat_shape(m, format)).collect();
     Ok(Conversation {
         messages: Value::Array(template_roles(messages, renderer)),
         continue_final: input.continue_final,
@@ -86,22 +94,26 @@ fn in_progress(item: &Value) -> bool {
         && matches!(item.get("status").and_then(Value::as_str), Some("in_progress" | "incomplete"))
 }
 
-fn message(role: &str, content: &str) -> Map<String, Value> {
+fn message(role: &str, content: Value) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("role".into(), Value::from(role));
-    m.insert("content".into(), Value::from(content));
+    m.insert("content".into(), content);
     m
 }
 
-/// Chat's key order and defaults: `content` always (empty when only calls or reasoning came),
-/// reasoning under both of its names.
-fn chat_shape(mut m: Map<String, Value>) -> Value {
+/// Chat's key order and defaults: `content` always (no content when only calls or reasoning
+/// came: empty, or no parts), reasoning under both of its names.
+fn chat_shape(mut m: Map<String, Value>, format: ContentFormat) -> Value {
     let mut out = Map::new();
     for key in ["role", "content", "tool_calls"] {
         if let Some(v) = m.remove(key) {
             out.insert(key.into(), v);
         } else if key == "content" {
-            out.insert(key.into(), Value::from(""));
+            let none = match format {
+                ContentFormat::String => Value::from(""),
+                ContentFormat::OpenAi => Value::Array(Vec::new()),
+            };
+            out.insert(key.into(), none);
         }
     }
     if let Some(r) = m.remove("reasoning") {
@@ -115,15 +127,22 @@ fn bad(param: &str, message: impl Into<String>) -> ApiError {
     ApiError::invalid_param(param, message)
 }
 
-/// The messages of a list of items, merged as vLLM merges them; their images go to `media`.
+/// The messages of a list of items, merged as vLLM merges them, their contents in `format`;
+/// their images go to `media`.
 struct Items<'m, 'v> {
     messages: Vec<Map<String, Value>>,
+    format: ContentFormat,
     media: &'m mut Collector<'v>,
 }
 
 impl Items<'_, '_> {
-    fn build(items: &[Value], param: &str, media: &mut Collector<'_>) -> Result<Vec<Map<String, Value>>, ApiError> {
-        let mut b = Items { messages: Vec::with_capacity(items.len()), media };
+    fn build(
+        items: &[Value],
+        param: &str,
+        format: ContentFormat,
+        media: &mut Collector<'_>,
+    ) -> Result<Vec<Map<String, Value>>, ApiError> {
+        let mut b = Items { messages: Vec::with_capacity(items.len()), format, media };
         for (i, item) in items.iter().enumerate() {
             b.push(item, &format!("{param}[{i}]"))?;
         }
@@ -175,14 +194,23 @@ impl Items<'_, '_> {
             }
             None => return Err(bad(&format!("{at}.role"), "a message needs a string 'role'")),
         };
-        let text = content_text(obj.get("content"), &format!("{at}.content"), self.media)?;
+        let param = format!("{at}.content");
+        let parts = content_parts(obj.get("content"), &param, self.media)?;
+        let content = if role == "assistant" && parts.iter().all(|p| matches!(p, Part::Text(_))) {
+            // vLLM hands an assistant item's text on as a string: one text part.
+            let texts: Vec<&str> =
+                parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(*t) } else { None }).collect();
+            Collector::text(&texts.join("\n"), self.format)
+        } else {
+            Collector::content(&parts, "\n", &param, self.format)?
+        };
         if role == "assistant" {
             if let Some(prev) = self.last_assistant().filter(|m| !m.contains_key("content")) {
-                prev.insert("content".into(), Value::String(text));
+                prev.insert("content".into(), content);
                 return Ok(());
             }
         }
-        self.messages.push(message(role, &text));
+        self.messages.push(message(role, content));
         Ok(())
     }
 
@@ -239,11 +267,15 @@ impl Items<'_, '_> {
     fn function_call_output(&mut self, obj: &Map<String, Value>, at: &str) -> Result<(), ApiError> {
         let call_id = required_str(obj, "call_id", at)?;
         let output = match obj.get("output") {
-            Some(Value::String(s)) => s.clone(),
-            Some(parts @ Value::Array(_)) => content_text(Some(parts), &format!("{at}.output"), self.media)?,
+            Some(Value::String(s)) => Value::String(s.clone()),
+            Some(parts @ Value::Array(_)) => {
+                let param = format!("{at}.output");
+                let parts = content_parts(Some(parts), &param, self.media)?;
+                tool_content(Collector::content(&parts, "\n", &param, self.format)?)
+            }
             _ => return Err(bad(&format!("{at}.output"), "'output' must be a string or a list of content parts")),
         };
-        let mut m = message("tool", &output);
+        let mut m = message("tool", output);
         m.insert("tool_call_id".into(), Value::from(call_id));
         self.messages.push(m);
         Ok(())
@@ -290,18 +322,20 @@ fn required_str<'v>(obj: &'v Map<String, Value>, field: &str, at: &str) -> Resul
         .ok_or_else(|| bad(&format!("{at}.{field}"), format!("'{field}' must be a string")))
 }
 
-/// A message's content: a string, or parts whose text is joined with newlines (as vLLM joins
-/// chat text parts), `input_image` parts (`image_url`: a data or http(s) URL) as their
-/// placeholders in front. Other media parts, and an image by `file_id`, are refused naming the
-/// part.
-fn content_text(content: Option<&Value>, param: &str, media: &mut Collector<'_>) -> Result<String, ApiError> {
+/// A message's content as parts: a string as one text part; text parts, and `input_image`
+/// parts (`image_url`: a data or http(s) URL; `detail` ignored, as vLLM ignores it) as their
+/// placeholders. Other media parts, and an image by `file_id`, are refused naming the part.
+fn content_parts<'v>(
+    content: Option<&'v Value>,
+    param: &str,
+    media: &mut Collector<'_>,
+) -> Result<Vec<Part<'v>>, ApiError> {
     let parts = match content {
-        Some(Value::String(s)) => return Ok(s.clone()),
+        Some(Value::String(s)) => return Ok(vec![Part::Text(s)]),
         Some(Value::Array(parts)) => parts,
         _ => return Err(bad(param, "'content' must be a string or a list of content parts")),
     };
-    let mut texts: Vec<&str> = Vec::with_capacity(parts.len());
-    let mut images = Vec::new();
+    let mut out = Vec::with_capacity(parts.len());
     for (j, part) in parts.iter().enumerate() {
         let at = format!("{param}[{j}]");
         let kind = part
@@ -312,7 +346,7 @@ fn content_text(content: Option<&Value>, param: &str, media: &mut Collector<'_>)
             "input_text" | "output_text" | "text" => "text",
             "refusal" => "refusal",
             "input_image" => {
-                images.push(input_image(part, &at, media)?);
+                out.push(Part::Image(input_image(part, &at, media)?));
                 continue;
             }
             "input_file" => return Err(bad(&at, "file inputs are not supported yet")),
@@ -328,9 +362,9 @@ fn content_text(content: Option<&Value>, param: &str, media: &mut Collector<'_>)
             .get(field)
             .and_then(Value::as_str)
             .ok_or_else(|| bad(&format!("{at}.{field}"), format!("a '{kind}' part needs a string '{field}'")))?;
-        texts.push(text);
+        out.push(Part::Text(text));
     }
-    Collector::message_text(&texts, "\n", &images, param)
+    Ok(out)
 }
 
 /// An `input_image` part's placeholder (its image to `media`).

@@ -13,7 +13,7 @@ fn build(instructions: Option<&str>, history: Value, input: Value) -> Result<Con
     let renderer = Renderer::jinja(QWEN_LIKE.into()).unwrap();
     let text_only: crate::media::VisionSupport = Err("its config.json has no vision_config".into());
     let mut media = Collector::new(&text_only, "m");
-    let input = read(&input, &mut media)?;
+    let input = read(&input, renderer.content_format(), &mut media)?;
     conversation(instructions, &history, "previous_response_id", input, &renderer, &mut media)
 }
 
@@ -205,4 +205,92 @@ fn stored_items_have_types_and_ids() {
     assert_eq!(ids[2], "mine");
     assert_eq!(items[0]["type"], "message");
     assert_eq!(items[1]["call_id"], "c");
+}
+
+const P: &str = "<|vision_start|><|image_pad|><|vision_end|>";
+
+/// The conversation for a Qwen-VL model under a template reading `format`, and the paths
+/// naming its media items in prompt order.
+fn build_images(
+    instructions: Option<&str>,
+    history: &Value,
+    input: &Value,
+    format: ContentFormat,
+) -> (Value, Vec<String>) {
+    let history = history.as_array().cloned().unwrap_or_default();
+    let renderer = Renderer::jinja(QWEN_LIKE.into()).unwrap().with_content_format(Some(format));
+    let vision = crate::media::vision::qwen_vl_for_tests();
+    let mut media = Collector::new(&vision, "m");
+    let built = read(input, format, &mut media)
+        .and_then(|input| conversation(instructions, &history, "previous_response_id", input, &renderer, &mut media))
+        .unwrap_or_else(|e| panic!("{input}: {e:?}"));
+    (built.messages, media.items.into_iter().map(|i| i.at).collect())
+}
+
+#[test]
+fn images_and_strings_in_each_content_format() {
+    let image = |url: &str| json!({"type": "input_image", "image_url": url, "detail": "low"});
+    let text = |t: &str| json!({"type": "text", "text": t});
+    let img = json!({"type": "image"});
+    let call = json!({"id": "a", "type": "function", "function": {"name": "f", "arguments": {}}});
+    // (instructions, history, input, what a string-content template gets, what a list-content
+    // template gets, the media items' paths in prompt order).
+    let cases = [
+        // Parts in order; `instructions` a string, so one text part.
+        (
+            Some("I"),
+            json!([]),
+            json!([{"role": "user", "content": [{"type": "input_text", "text": "a"}, image("http://x/1"),
+                                                 {"type": "input_text", "text": "b"}]}]),
+            json!([{"role": "system", "content": "I"}, {"role": "user", "content": format!("{P}\na\nb")}]),
+            json!([{"role": "system", "content": [text("I")]}, {"role": "user", "content": [text("a"), img, text("b")]}]),
+            vec!["input[0].content[1].image_url"],
+        ),
+        // Merged messages: calls alone are no parts, an assistant's texts one string, a tool
+        // output a string unless it holds an image.
+        (
+            None,
+            json!([]),
+            json!([
+                {"role": "user", "content": "q"},
+                {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "a", "output": "18C"},
+                {"type": "function_call_output", "call_id": "a",
+                 "output": [{"type": "input_text", "text": "see"}, image("http://x/2")]},
+                {"type": "message", "role": "assistant",
+                 "content": [{"type": "output_text", "text": "x"}, {"type": "output_text", "text": "y"}]}
+            ]),
+            json!([
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "content": "18C", "tool_call_id": "a"},
+                {"role": "tool", "content": format!("{P}\nsee"), "tool_call_id": "a"},
+                {"role": "assistant", "content": "x\ny"}
+            ]),
+            json!([
+                {"role": "user", "content": [text("q")]},
+                {"role": "assistant", "content": [], "tool_calls": [call]},
+                {"role": "tool", "content": "18C", "tool_call_id": "a"},
+                {"role": "tool", "content": [text("see"), img], "tool_call_id": "a"},
+                {"role": "assistant", "content": [text("x\ny")]}
+            ]),
+            vec!["input[3].output[1].image_url"],
+        ),
+        // The history's image before the input's.
+        (
+            None,
+            json!([{"type": "message", "role": "user", "content": [image("http://x/h")]}]),
+            json!([{"role": "user", "content": [image("http://x/i")]}]),
+            json!([{"role": "user", "content": P}, {"role": "user", "content": P}]),
+            json!([{"role": "user", "content": [img]}, {"role": "user", "content": [img]}]),
+            vec!["previous_response_id[0].content[0].image_url", "input[0].content[0].image_url"],
+        ),
+    ];
+    for (instructions, history, input, string, list, items) in cases {
+        for (format, want) in [(ContentFormat::String, &string), (ContentFormat::OpenAi, &list)] {
+            let (got, media) = build_images(instructions, &history, &input, format);
+            assert_eq!(&got, want, "{format:?}: {input}");
+            assert_eq!(media, items, "{format:?}: {input}");
+        }
+    }
 }
