@@ -72,7 +72,9 @@ pub fn check_ranges(s: &MmSummary, prompt: &[u32]) -> Result<(), DecodeError> {
             return Err(DecodeError(format!("placeholder range {offset}+{len} beyond a prompt of {}", prompt.len())));
         };
         if mask.as_ref().is_some_and(|m| m.len() != len) {
-            return Err(DecodeError(format!("placeholder range {offset}+{len} has an is_embed mask of another length")));
+            return Err(DecodeError(format!(
+                "placeholder range {offset}+{len} has an is_embed mask of another length"
+            )));
         }
         let mut embeds = span.iter().enumerate().filter(|(i, _)| mask.as_ref().is_none_or(|m| m[*i])).map(|(_, t)| t);
         let first = embeds.next();

@@ -60,7 +60,11 @@ impl Tensor {
 
     /// A one-dimensional mask.
     pub fn bool(values: &[bool]) -> Tensor {
-        Tensor { dtype: DType::Bool, shape: vec![values.len() as u64], data: values.iter().map(|&b| u8::from(b)).collect() }
+        Tensor {
+            dtype: DType::Bool,
+            shape: vec![values.len() as u64],
+            data: values.iter().map(|&b| u8::from(b)).collect(),
+        }
     }
 }
 

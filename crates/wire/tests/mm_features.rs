@@ -87,7 +87,8 @@ fn llava_features(case: &Value, prompt: &[u32], hashes: &[&str]) -> Vec<Feature>
     (0..images as usize)
         .map(|i| {
             let data = Tensor::f32(shape.clone(), &all[i * size as usize..(i + 1) * size as usize]);
-            let pixel_values = Field { key: "pixel_values", data: data.into(), layout: Layout::Batched, keep_on_cpu: false };
+            let pixel_values =
+                Field { key: "pixel_values", data: data.into(), layout: Layout::Batched, keep_on_cpu: false };
             Feature {
                 modality: Modality::Image,
                 fields: Some(Arc::from([pixel_values])),

@@ -319,7 +319,8 @@ mod tests {
     /// A request with one image whose item has one field, `key`.
     fn with_image(key: &'static str) -> EngineRequest {
         use crate::mm::{Feature, Field, Layout, Modality, Tensor};
-        let field = Field { key, data: Tensor::i64(vec![3], &[1, 2, 2]).into(), layout: Layout::Batched, keep_on_cpu: true };
+        let field =
+            Field { key, data: Tensor::i64(vec![3], &[1, 2, 2]).into(), layout: Layout::Batched, keep_on_cpu: true };
         let image = Feature {
             modality: Modality::Image,
             fields: Some(vec![field].into()),
