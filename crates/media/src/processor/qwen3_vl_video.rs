@@ -36,7 +36,7 @@ pub fn qwen3_vl_frame_indices(total: usize, source_fps: f64, fps: f64) -> Result
         return Err(refuse(0, 0, "a video needs a frame".into()));
     }
     let wanted = (total as f64 / source_fps * fps.min(limits::qwen_video_fps_max)) as usize;
-    let n = wanted.max(limits::qwen_video_frames_min).min(limits::qwen_video_frames_max).min(total);
+    let n = wanted.clamp(limits::qwen_video_frames_min, limits::qwen_video_frames_max).min(total);
     if n == 1 {
         return Ok(vec![0]);
     }
