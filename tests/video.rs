@@ -176,7 +176,9 @@ fn qwen3_vl_videos_announce_each_frame_group_by_its_time() {
     // int(frames / fps * 2) frames (at least 4), at linspace(0, frames - 1).round(); the time
     // of a group the mean of its two frames'; the clip's frames x height x width within
     // 4096..131072 in multiples of 32; (h/16) * (w/16) / 4 tokens a group.
-    let cases: [((usize, usize, usize, u32), &[&str], u64); 4] = [
+    // ((width, height, frames, fps), each group's time, video tokens a group)
+    type Case<'a> = ((usize, usize, usize, u32), &'a [&'a str], u64);
+    let cases: [Case<'_>; 4] = [
         // [0, 6, 13, 19] at 10 fps; 4x48x64 -> 64x64
         ((64, 48, 20, 10), &["<0.3 seconds>", "<1.6 seconds>"], 4),
         // [0, 3, 5, 8] at 4 fps; 4x60x100 -> 64x96
