@@ -79,7 +79,9 @@ pub fn check_ranges(s: &MmSummary, prompt: &[u32]) -> Result<(), DecodeError> {
         let mut embeds = span.iter().enumerate().filter(|(i, _)| mask.as_ref().is_none_or(|m| m[*i])).map(|(_, t)| t);
         let first = embeds.next();
         if first.is_none() || embeds.any(|t| Some(t) != first) {
-            return Err(DecodeError(format!("placeholder range {offset}+{len} does not embed on one repeated token")));
+            return Err(DecodeError(format!(
+                "placeholder range {offset}+{len}: its embedding positions are not one repeated token"
+            )));
         }
     }
     Ok(())
