@@ -115,13 +115,13 @@ fn encode(pixels: &[f32], shape: &[usize], tokens: usize) -> (Vec<u8>, Vec<Arc<[
     let fields = vec![
         Field {
             key: "pixel_values",
-            data: Tensor::f32(shape.iter().map(|&d| d as u64).collect(), pixels),
+            data: Tensor::f32(shape.iter().map(|&d| d as u64).collect(), pixels).into(),
             layout: Layout::Flat { slices: vec![(0, rows)], dim: 0 },
             keep_on_cpu: false,
         },
         Field {
             key: "image_grid_thw",
-            data: Tensor::i64(vec![3], &[1, 2, 2]),
+            data: Tensor::i64(vec![3], &[1, 2, 2]).into(),
             layout: Layout::Batched,
             keep_on_cpu: true,
         },
@@ -132,6 +132,7 @@ fn encode(pixels: &[f32], shape: &[usize], tokens: usize) -> (Vec<u8>, Vec<Arc<[
         hash: "0".repeat(64),
         offset: 0,
         length: tokens as u32,
+        is_embed: None,
     };
     let req = EngineRequest {
         request_id: "bench".into(),

@@ -82,7 +82,7 @@ fn run_gateway(config: Config, companion: CompanionSlot) -> Result<(), StartupEr
                     let vision = crate::media::Vision::load(
                         &source.model_path,
                         &model_id,
-                        &m.tokenizer,
+                        m,
                         shared.config.mm_device_do_normalize,
                     );
                     match &vision {

@@ -19,18 +19,18 @@ pub fn render_templates(args: &TemplateArgs) -> Result<(), StartupError> {
         (None, Some(pkg)) => shardgate_text::assets::npm_tokenizer(pkg)?,
         (None, None) => return Err(StartupError::NoModel),
     };
-    let model = ModelAssets::load(&ModelSource {
+    let model = std::sync::Arc::new(ModelAssets::load(&ModelSource {
         model_path: model_path.clone(),
         tokenizer_path: None,
         chat_template: args.chat_template.clone(),
         served_name: "template".into(),
         use_generation_config: true,
-    })?;
+    })?);
     let renderer = Renderer::for_model(&model).map_err(|e| match e {
         TemplateError::Missing => StartupError::NoChatTemplate,
         e => e.into(),
     })?;
-    let vision = crate::media::Vision::load(&model_path, &model_path.display().to_string(), &model.tokenizer, None);
+    let vision = crate::media::Vision::load(&model_path, &model_path.display().to_string(), &model, None);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     for line in std::io::stdin().lock().lines() {

@@ -140,6 +140,12 @@ if [ "${SHARDGATE_REAL_VLLM:-0}" = "1" ]; then
   step "video in chat requests: shardgate + a headless engine against vllm serve on tiny-vl"
   limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/video.py \
     --gateway "${CARGO_TARGET_DIR:-target}/release/shardgate"
+  step "images in chat requests on tiny-qwen3-vl (Qwen3-VL): shardgate + a headless engine against vllm serve"
+  limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/images.py \
+    --family qwen3-vl --gateway "${CARGO_TARGET_DIR:-target}/release/shardgate"
+  step "video in chat requests on tiny-qwen3-vl (Qwen3-VL timestamps): shardgate + a headless engine against vllm serve"
+  limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/video.py \
+    --family qwen3-vl --gateway "${CARGO_TARGET_DIR:-target}/release/shardgate"
   step "invalid output constraints against a real vLLM engine and xgrammar"
   limited 1800 "${REAL_VLLM_HOME:-$HOME/.cache/real-vllm}/venv/bin/python" tests/real_vllm/constraints.py
   step "shardgate serve starting a real vLLM engine, which is SIGKILLed and restarted"

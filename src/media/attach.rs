@@ -8,6 +8,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use shardgate_fetch::FetchPolicy;
+use shardgate_media::placeholders::Replacement;
 use shardgate_media::{placeholders, DecodeLimits, MediaError};
 use shardgate_wire::mm::{Feature, Field, Layout, Modality, Tensor};
 
@@ -42,13 +43,19 @@ pub fn expand(vision: &Vision, items: &[MediaItem], images: &Processed, prompt: 
     if images.is_empty() {
         return Ok(prompt);
     }
-    let tokens: Vec<usize> = images.iter().map(|i| i.tokens).collect();
+    let replacements: Vec<Replacement<'_>> = images
+        .iter()
+        .map(|i| match &i.replacement {
+            Some(ids) => Replacement::Tokens(ids),
+            None => Replacement::Copies(i.tokens),
+        })
+        .collect();
     // One modality per request (checked first): the first item's says which token expands.
     let token = match (images[0].modality, &vision.video) {
         (Modality::Video, Some(video)) => video.token_id,
         _ => vision.image_token_id,
     };
-    let (ids, ranges) = placeholders::expand(&prompt.token_ids, token, &tokens).map_err(|e| match e {
+    let (ids, ranges) = placeholders::expand(&prompt.token_ids, token, &replacements).map_err(|e| match e {
         MediaError::Placeholders { found, .. } => refusal::media(&items[found.min(items.len() - 1)].at, &e),
         other => refusal::media(&items[0].at, &other),
     })?;
@@ -106,8 +113,9 @@ fn process_one(url: &str, policy: &FetchPolicy, vision: &Vision) -> Result<Item,
         pixel_values: pixel_tensor(&processed, vision.device_normalize),
         grid_thw: processed.grid_thw,
         tokens: vision.tokens(&processed),
+        replacement: None,
         hash: shardgate_media::image_hash(&vision.model_id, &fetched.bytes, decoded.converted),
-        seconds_per_grid: None,
+        batched: Vec::new(),
     })
 }
 
@@ -121,8 +129,8 @@ fn unprocessable(image: &shardgate_media::RgbImage) -> Refused {
 
 /// The items as vLLM's Qwen2-VL field factory makes them: `pixel_values` (`_videos`) flat
 /// along rows (each item carries every item's row slice of the request's concatenation),
-/// `image_grid_thw` (`video_grid_thw`, Qwen2.5-VL's `second_per_grid_ts`) batched and kept on
-/// the CPU.
+/// `image_grid_thw` (`video_grid_thw`, Qwen2.5-VL's `second_per_grid_ts`, Qwen3-VL's
+/// `timestamps`) batched and kept on the CPU.
 fn patch_row_features(images: &[Item], ranges: &[placeholders::PlaceholderRange]) -> Rc<[Feature]> {
     let mut slices = Vec::with_capacity(images.len());
     let mut start = 0;
@@ -141,16 +149,14 @@ fn patch_row_features(images: &[Item], ranges: &[placeholders::PlaceholderRange]
             };
             let pixel_values = Field {
                 key: pixels_key,
-                data: image.pixel_values.clone(),
+                data: image.pixel_values.clone().into(),
                 layout: Layout::Flat { slices: slices.clone(), dim: 0 },
                 keep_on_cpu: false,
             };
             let grid = image.grid_thw.unwrap_or_default().map(i64::from);
             let batched = |key, data| Field { key, data, layout: Layout::Batched, keep_on_cpu: true };
-            let mut fields = vec![pixel_values, batched(grid_key, Tensor::i64(vec![3], &grid))];
-            if let Some(seconds) = &image.seconds_per_grid {
-                fields.push(batched("second_per_grid_ts", seconds.clone()));
-            }
+            let mut fields = vec![pixel_values, batched(grid_key, Tensor::i64(vec![3], &grid).into())];
+            fields.extend(image.batched.iter().map(|(key, data)| batched(key, data.clone())));
             feature(image, range, fields)
         })
         .collect()
@@ -165,7 +171,7 @@ fn batched_features(images: &[Item], ranges: &[placeholders::PlaceholderRange]) 
         .map(|(image, range)| {
             let pixel_values = Field {
                 key: "pixel_values",
-                data: image.pixel_values.clone(),
+                data: image.pixel_values.clone().into(),
                 layout: Layout::Batched,
                 keep_on_cpu: false,
             };
@@ -181,5 +187,6 @@ fn feature(image: &Item, range: &placeholders::PlaceholderRange, fields: Vec<Fie
         hash: image.hash.clone(),
         offset: range.offset as u32,
         length: range.length as u32,
+        is_embed: range.is_embed.as_deref().map(Tensor::bool),
     }
 }

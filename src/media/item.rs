@@ -4,7 +4,7 @@
 
 use shardgate_fetch::FetchError;
 use shardgate_media::{MediaError, VideoError};
-use shardgate_wire::mm::{Modality, Tensor};
+use shardgate_wire::mm::{FieldData, Modality, Tensor};
 
 /// One image or video, processed (on a pool thread).
 pub(super) struct Item {
@@ -13,9 +13,13 @@ pub(super) struct Item {
     /// `image_grid_thw` (`video_grid_thw`), for the families whose processor gives one.
     pub grid_thw: Option<[u32; 3]>,
     pub tokens: usize,
+    /// What the item's placeholder token becomes where it is not `tokens` copies of itself (a
+    /// Qwen3-VL video: its frame groups with their timestamp text).
+    pub replacement: Option<Vec<u32>>,
     pub hash: String,
-    /// Qwen2.5-VL's `second_per_grid_ts` of a video.
-    pub seconds_per_grid: Option<Tensor>,
+    /// Fields batched per item beside the grid: Qwen2.5-VL's `second_per_grid_ts`, Qwen3-VL's
+    /// `timestamps`.
+    pub batched: Vec<(&'static str, FieldData)>,
 }
 
 pub(super) enum Refused {

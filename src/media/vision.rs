@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use shardgate_media::{ImageProcessor, Processed};
-use shardgate_text::tokenizer::Tokenizer;
+use shardgate_text::ModelAssets;
 
 /// The image side of a vision model.
 #[derive(Debug)]
@@ -104,13 +104,14 @@ fn family_of(processor: &ImageProcessor, config: &Value) -> Result<&'static Fami
 
 impl Vision {
     /// `device_normalize` is `--mm-device-do-normalize`; unset, vLLM's default for the
-    /// model's architecture.
+    /// model's architecture. `model` is the loaded model (its tokenizer).
     pub fn load(
         model_dir: &Path,
         model_id: &str,
-        tokenizer: &Tokenizer,
+        model: &Arc<ModelAssets>,
         device_normalize: Option<bool>,
     ) -> VisionSupport {
+        let tokenizer = &model.tokenizer;
         let config_text = std::fs::read_to_string(model_dir.join("config.json")).unwrap_or_default();
         let config: Value = serde_json::from_str(&config_text).unwrap_or(Value::Null);
         if config.get("vision_config").is_none() {
@@ -134,7 +135,7 @@ impl Vision {
             None => false,
             Some(architectures) => device_normalize.unwrap_or_else(|| has_architecture(&config, architectures)),
         };
-        let video = super::video_support::load(model_dir, &config, &processor, tokenizer, device_normalize)?;
+        let video = super::video_support::load(model_dir, &config, &processor, model, device_normalize)?;
         let processor = if device_normalize { processor.without_normalize() } else { processor };
         Ok(Arc::new(Vision {
             video,

@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
 """Differential test of images in chat requests: a tiny vision model of each served family
-(setup.sh's tiny-vl, Qwen2-VL; tiny-llava, LLaVA-1.5) served by `vllm serve` (which fetches, decodes and processes images itself) and by shardgate in
+(setup.sh's tiny-vl, Qwen2-VL; tiny-qwen3-vl, Qwen3-VL; tiny-llava, LLaVA-1.5) served by `vllm serve` (which fetches, decodes and processes images itself) and by shardgate in
 front of a headless vLLM engine (shardgate does that work and sends the tensors in
 mm_features) must give the same greedy answers and prompt token counts.
 
 Opt-in (needs tools/real-vllm/setup.sh); run with the real-vLLM venv's python (PIL and numpy
 make the images):
 
-    ~/.cache/real-vllm/venv/bin/python tests/real_vllm/images.py [--family qwen-vl|llava]
+    ~/.cache/real-vllm/venv/bin/python tests/real_vllm/images.py [--family qwen-vl|qwen3-vl|llava]
         [--gateway PATH] [--port-base N]
 
 The images are made here from a seeded pattern, as PNG and JPEG data URLs, in sizes and aspect
 ratios that exercise smart_resize's rounding, its min_pixels raise and its max_pixels cap
-(64 merged patches for tiny-vl), and CLIP's shortest-edge resize and centre crop (LLaVA: every
+(64 merged patches for tiny-vl and tiny-qwen3-vl), and CLIP's shortest-edge resize and centre crop (LLaVA: every
 image 576 tokens, so the engine runs with a 2048-token context). One real engine
 runs at a time: shardgate's first, then the reference. Exit status 0 = identical.
 
@@ -46,6 +46,8 @@ ENGINE_ARGS = ["--gpu-memory-utilization", "0.3", "--limit-mm-per-prompt", json.
 FAMILIES = {
     "qwen-vl": (os.environ.get("REAL_VLLM_VL_MODEL", os.path.join(HOME, "tiny-vl")),
                 "<|vision_start|><|image_pad|><|vision_end|>", ("PNG", "JPEG"), []),
+    "qwen3-vl": (os.environ.get("REAL_VLLM_QWEN3_VL_MODEL", os.path.join(HOME, "tiny-qwen3-vl")),
+                 "<|vision_start|><|image_pad|><|vision_end|>", ("PNG", "JPEG"), []),
     "llava": (os.environ.get("REAL_VLLM_LLAVA_MODEL", os.path.join(HOME, "tiny-llava")),
               "<image>", ("PNG", "JPEG"), ["--max-model-len", "2048"]),
 }

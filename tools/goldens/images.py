@@ -17,10 +17,11 @@ gitignored; nothing here is committed):
   where torchvision is installed, so what vLLM runs; `pil`: the `...ImageProcessorPil` class),
   the `pixel_values` (raw little-endian `f32`), shape, `image_grid_thw` and the placeholder
   token count;
-- Qwen2-VL's video processor on a few clips of seeded frames (raw `u8` frames, then its
-  `pixel_values_videos`, shape, `video_grid_thw`, token count), for each
-  `crates/media/tests/configs/*.video.json`;
-- the frame indices vLLM's `qwen2_vl` video loader samples for a few lengths and rates;
+- Qwen2-VL's and Qwen3-VL's video processors on a few clips of seeded frames (raw `u8` frames,
+  then its `pixel_values_videos`, shape, `video_grid_thw`, token count), for each
+  `crates/media/tests/configs/*.video.json` (the class its `video_processor_type` names);
+- the frame indices vLLM's `qwen2_vl` and `qwen3_vl` video loaders sample for a few lengths
+  and rates;
 - JPEGs cut short or corrupted, and what vLLM's loader makes of each: its pixels or its
   refusal;
 - torchvision's `resize` alone (`antialias=True`, bilinear and bicubic, on the `uint8` tensor
@@ -174,7 +175,7 @@ def jpegs(rgb):
 
 # The model id the item hashes are computed for (any string; vLLM hashes the engine's --model).
 # The manifest's layout; hf_goldens.rs reads this one (bump both together).
-GOLDENS_FORMAT = 3
+GOLDENS_FORMAT = 4
 HASH_MODEL_ID = "Qwen/Qwen2-VL-2B-Instruct"
 
 
@@ -285,22 +286,34 @@ def tokens(kind, out, config, model):
 
 
 # Video clips: (name, frames, width, height). Five and seven frames leave the last to be
-# repeated up to the temporal patch.
-VIDEOS = [("clip-5x64x48", 5, 64, 48), ("clip-4x320x240", 4, 320, 240), ("clip-7x300x100", 7, 300, 100)]
+# repeated up to the temporal patch; 20x12 is smaller than Qwen3-VL's 32-pixel patch block.
+VIDEOS = [("clip-5x64x48", 5, 64, 48), ("clip-4x320x240", 4, 320, 240), ("clip-7x300x100", 7, 300, 100),
+          ("clip-2x20x12", 2, 20, 12)]
 
 
 def videos(out_dir):
-    """Qwen2-VL's video processor (torchvision, its only backend) on frames as vLLM hands them
-    over (a `(frames, height, width, 3)` uint8 array, `do_sample_frames=False`)."""
-    from transformers import Qwen2VLVideoProcessor
+    """Qwen2-VL's and Qwen3-VL's video processors (torchvision, their only backend) on frames
+    as vLLM hands them over (a `(frames, height, width, 3)` uint8 array,
+    `do_sample_frames=False`)."""
+    from transformers import Qwen2VLVideoProcessor, Qwen3VLVideoProcessor
+
+    classes = {"Qwen2VLVideoProcessor": Qwen2VLVideoProcessor, "Qwen3VLVideoProcessor": Qwen3VLVideoProcessor}
 
     for name, count, width, height in VIDEOS:
         frames = np.stack([pattern(width, height, 60 + i) for i in range(count)])
         (out_dir / f"{name}.frames.rgb").write_bytes(frames.tobytes())
         for path in sorted(CONFIGS.glob("*.video.json")):
             config_name = path.name.removesuffix(".video.json")
-            kwargs = {k: v for k, v in json.loads(path.read_text()).items() if k != "video_processor_type"}
-            out = Qwen2VLVideoProcessor(**kwargs)(videos=[frames], do_sample_frames=False, return_tensors="np")
+            config = json.loads(path.read_text())
+            kwargs = {k: v for k, v in config.items() if k not in ("video_processor_type", "processor_class")}
+            processor = classes[config["video_processor_type"]](**kwargs)
+            try:
+                out = processor(videos=[frames], do_sample_frames=False, return_tensors="np")
+            except ValueError as error:
+                # A refusal is recorded, so that the port's is checked too.
+                yield {"frames": f"{name}.frames.rgb", "count": count, "width": width, "height": height,
+                       "config": config_name, "error": str(error)}
+                continue
             values = np.ascontiguousarray(out["pixel_values_videos"], dtype="<f4")
             tensor = f"{name}.{config_name}.video.f32"
             (out_dir / tensor).write_bytes(values.tobytes())
@@ -316,15 +329,17 @@ SAMPLINGS = [(451, 30.0, 2.0), (300, 29.97, 2.0), (10, 25.0, 2.0), (5, 30.0, 2.0
 
 
 def samplings():
-    """vLLM's `qwen2_vl` video loader's frame indices."""
-    from vllm.multimodal.video import Qwen2VLVideoBackend
+    """vLLM's `qwen2_vl` and `qwen3_vl` video loaders' frame indices."""
+    from vllm.multimodal.video import Qwen2VLVideoBackend, Qwen3VLVideoBackend
     from vllm.multimodal.video_decoders.base import VideoSourceMetadata, VideoTargetMetadata
 
-    for total, source_fps, fps in SAMPLINGS:
-        source = VideoSourceMetadata(total_frames_num=total, original_fps=source_fps, duration=total / source_fps)
-        target = VideoTargetMetadata(num_frames=-1, fps=fps, max_duration=300)
-        indices = Qwen2VLVideoBackend.compute_frames_index_to_sample(source, target, temporal_patch_size=2)
-        yield {"total": total, "source_fps": source_fps, "fps": fps, "indices": [int(i) for i in indices]}
+    for loader, backend in (("qwen2_vl", Qwen2VLVideoBackend), ("qwen3_vl", Qwen3VLVideoBackend)):
+        for total, source_fps, fps in SAMPLINGS:
+            source = VideoSourceMetadata(total_frames_num=total, original_fps=source_fps, duration=total / source_fps)
+            target = VideoTargetMetadata(num_frames=-1, fps=fps, max_duration=300)
+            indices = backend.compute_frames_index_to_sample(source, target, temporal_patch_size=2)
+            yield {"loader": loader, "total": total, "source_fps": source_fps, "fps": fps,
+                   "indices": [int(i) for i in indices]}
 
 
 def main():

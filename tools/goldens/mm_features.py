@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Goldens of shardgate-wire's `mm_features` encoding, from vLLM's own structs and encoder:
 Qwen2-VL image items built by vLLM's field factory (`MultiModalKwargsItems.from_hf_inputs`
-with `_create_qwen2vl_field_factory`) and LLaVA ones by its field config
+with `_create_qwen2vl_field_factory`), a Qwen3-VL video item by the same factory (raw `uint8`
+`pixel_values_videos`, `video_grid_thw`, the `timestamps` list, its range's `is_embed` mask)
+and LLaVA ones by its field config
 (`LlavaMultiModalProcessor._get_mm_fields_config`: `pixel_values` batched), wrapped in `MultiModalFeatureSpec`s inside an
 `EngineCoreRequest`, encoded by `MsgpackEncoder` (tensors of 256 bytes and more as aux frames).
 
@@ -46,6 +48,16 @@ LLAVA_CASES = [
     ("llava two images", 2, (3, 16, 12), 12, [1], ["f6" * 32, "a7" * 32]),
     ("llava one small image", 1, (3, 2, 4), 2, [1, 319, 29871], ["b8" * 32]),
 ]
+
+
+# name, video_grid_thw, timestamps (one per frame group), prompt text ids before the video,
+# the timestamp text's ids, mm_hash
+VIDEO_CASES = [
+    ("qwen3-vl video", (2, 4, 4), [0.25, 1.2], [9707, 151652], [27, 15, 13, 17, 6486, 29], "e9" * 32),
+    ("qwen3-vl long video", (3, 8, 12), [0.5, 1.5, 2.5], [151652], [27, 16, 13, 20, 6486, 29], "fa" * 32),
+]
+VIDEO_PAD, START, END = 151656, 151652, 151653
+VIDEO_ROW = 3 * 2 * 16 * 16  # Qwen3-VL's patch row
 
 
 def pixels(rows):
@@ -130,12 +142,42 @@ def case(name, grids, text, hashes):
             **encoded(name, request, expect)}
 
 
+def video_case(name, grid, timestamps, text, stamp, mm_hash):
+    """A Qwen3-VL video: its replacement is, per frame group, the timestamp text (`stamp` for
+    every group here), <|vision_start|>, the group's pads and <|vision_end|>; only the pads are
+    embedding positions."""
+    t, h, w = grid
+    rows = t * h * w
+    values = (np.arange(rows * VIDEO_ROW, dtype=np.int64) % 251).astype(np.uint8).reshape(rows, VIDEO_ROW)
+    hf = BatchFeature({"pixel_values_videos": torch.from_numpy(values),
+                       "video_grid_thw": torch.tensor([grid], dtype=torch.int64), "timestamps": [timestamps]})
+    items = MultiModalKwargsItems.from_hf_inputs(hf, _create_qwen2vl_field_factory(MERGE)(hf))["video"]
+    item = MultiModalKwargsItem({k: items[0][k] for k in ("pixel_values_videos", "video_grid_thw", "timestamps")})
+    replacement = []
+    for _ in range(t):
+        replacement += [*stamp, START, *[VIDEO_PAD] * (h * w // MERGE // MERGE), END]
+    is_embed = torch.tensor([token == VIDEO_PAD for token in replacement])
+    prompt = [*text, *replacement, END, 13]
+    feature = MultiModalFeatureSpec(data=item, modality="video", identifier=mm_hash,
+                                    mm_position=PlaceholderRange(offset=len(text), length=len(replacement),
+                                                                 is_embed=is_embed),
+                                    mm_hash=mm_hash)
+    request = EngineCoreRequest(
+        request_id="mm-1", prompt_token_ids=prompt, mm_features=[feature],
+        sampling_params=sampling(), pooling_params=None,
+        arrival_time=1700000000.5, lora_request=None, cache_salt=None, data_parallel_rank=None)
+    return {"name": name, "family": "qwen3-vl-video", "grid": list(grid), "timestamps": timestamps,
+            "offset": len(text), "is_embed": [int(b) for b in is_embed], "prompt": prompt, "mm_hashes": [mm_hash],
+            **encoded(name, request, [values.tobytes()])}
+
+
 def text_of(cases, version):
     return (f'{{"vllm": "{version}", "cases": [\n' + ",\n".join(json.dumps(c) for c in cases) + "\n]}\n")
 
 
 def main():
-    cases = [case(*c) for c in CASES] + [llava_case(*c) for c in LLAVA_CASES]
+    cases = ([case(*c) for c in CASES] + [llava_case(*c) for c in LLAVA_CASES]
+             + [video_case(*c) for c in VIDEO_CASES])
     if "--check" in sys.argv:
         golden = json.loads(OUT.read_text())
         if golden["vllm"] != vllm.__version__:

@@ -11,6 +11,9 @@
 #               <image>, LLaVA-1.5's processor configs (make_llava_model.py)
 #   tiny-vl-list  tiny-vl with a real Qwen-VL chat template that reads content as a list of
 #               parts (list_template_model.py)
+#   tiny-qwen3-vl  Qwen3-VL architecture (deepstack vision tower + interleaved-MRoPE text model),
+#               tiny-chat's tokenizer, image and video processor configs from the Qwen3-VL
+#               model card (make_qwen3_vl_model.py)
 # About 3.7 GB of downloads and 6 GB on disk the first time; reruns return at once.
 #
 #   tools/real-vllm/setup.sh             # into $REAL_VLLM_HOME (default ~/.cache/real-vllm)
@@ -59,7 +62,10 @@ fi
 if [ ! -f "$home/tiny-llava/model.safetensors" ]; then
   "$venv/bin/python" "$here/make_llava_model.py" "$home/tiny-llava" "$home/tiny-llama"
 fi
+if [ ! -f "$home/tiny-qwen3-vl/model.safetensors" ]; then
+  "$venv/bin/python" "$here/make_qwen3_vl_model.py" "$home/tiny-qwen3-vl" "$home/npm/package/models"
+fi
 if [ ! -f "$home/tiny-vl-list/chat_template.jinja" ]; then
   "$venv/bin/python" "$here/list_template_model.py" "$home/tiny-vl" "$home/tiny-vl-list"
 fi
-echo "real vLLM ready: venv $venv, models $home/tiny-chat $home/tiny-llama $home/tiny-vl $home/tiny-llava $home/tiny-vl-list"
+echo "real vLLM ready: venv $venv, models $home/tiny-chat $home/tiny-llama $home/tiny-vl $home/tiny-llava $home/tiny-vl-list $home/tiny-qwen3-vl"

@@ -34,7 +34,7 @@ pub const jpeg_scans_max: i32 = 1000;
 /// (the Hugging Face processor raises an error above it).
 pub const qwen_aspect_ratio_max: u32 = 200;
 
-/// Qwen2-VL video sampling (vLLM's `qwen2_vl` loader): the fewest frames taken, the most, and
+/// Qwen-VL video sampling (vLLM's `qwen2_vl` and `qwen3_vl` loaders alike): the fewest frames taken, the most, and
 /// the highest sampling rate in frames per second it honours.
 pub const qwen_video_frames_min: usize = 4;
 pub const qwen_video_frames_max: usize = 768;

@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use shardgate_media::processor::{qwen2_vl_frame_indices, QwenVl};
+use shardgate_media::processor::{qwen2_vl_frame_indices, qwen3_vl_frame_indices, VideoProcessor};
 use shardgate_media::resize::{resize, Filter};
 use shardgate_media::{decode, image_hash, Backend, DecodeLimits, ImageProcessor, MediaError, RgbImage};
 
@@ -22,7 +22,7 @@ const LOSSY_DECODE_MAX_ABS: u8 = 8;
 const PROCESSOR_MAX_ABS: f32 = 0.0;
 
 /// The manifest layout this test reads (`GOLDENS_FORMAT` in `tools/goldens/images.py`).
-const GOLDENS_FORMAT: u64 = 3;
+const GOLDENS_FORMAT: u64 = 4;
 
 /// The goldens' directory, or `None` (the test passes, saying why) when there are none or they
 /// are of another layout (written by an older checkout); with `SHARDGATE_MEDIA_GOLDENS_REQUIRED`
@@ -204,7 +204,11 @@ fn videos_match_hugging_face() {
             .collect();
         assert_eq!(frames.len(), count as usize, "{file}");
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/configs/{config}.video.json"));
-        let processor = QwenVl::from_video_config(&std::fs::read_to_string(path).expect("config")).expect("config");
+        let processor = VideoProcessor::from_config(&std::fs::read_to_string(path).expect("config")).expect("config");
+        if let Some(error) = case["error"].as_str() {
+            assert!(processor.process_video(&frames).is_err(), "{file} {config}: the reference refuses: {error}");
+            continue;
+        }
         let got = processor.process_video(&frames).unwrap_or_else(|e| panic!("{file} {config}: {e}"));
         let grid: Vec<u32> =
             case["grid_thw"].as_array().expect("grid").iter().map(|v| v.as_u64().expect("g") as u32).collect();
@@ -218,7 +222,7 @@ fn videos_match_hugging_face() {
         eprintln!("video {file:28} {config:16} max abs error {max_abs}");
         assert!(max_abs <= PROCESSOR_MAX_ABS, "{file} {config}: max abs error {max_abs}");
     }
-    assert!(videos.len() >= 6, "the goldens hold {} videos", videos.len());
+    assert!(videos.len() >= 12, "the goldens hold {} videos", videos.len());
 }
 
 #[test]
@@ -231,8 +235,13 @@ fn frame_sampling_matches_vllm() {
         let (source_fps, fps) = (case["source_fps"].as_f64().expect("fps"), case["fps"].as_f64().expect("fps"));
         let expected: Vec<usize> =
             case["indices"].as_array().expect("indices").iter().map(|v| v.as_u64().expect("i") as usize).collect();
-        let got = qwen2_vl_frame_indices(total, source_fps, fps, 2).unwrap_or_else(|e| panic!("{total}: {e}"));
-        assert_eq!(got, expected, "{total} frames at {source_fps} fps sampled at {fps}");
+        let loader = case["loader"].as_str().expect("loader");
+        let got = match loader {
+            "qwen2_vl" => qwen2_vl_frame_indices(total, source_fps, fps, 2),
+            _ => qwen3_vl_frame_indices(total, source_fps, fps),
+        };
+        let got = got.unwrap_or_else(|e| panic!("{loader} {total}: {e}"));
+        assert_eq!(got, expected, "{loader}: {total} frames at {source_fps} fps sampled at {fps}");
     }
-    assert!(samplings.len() >= 8, "the goldens hold {} samplings", samplings.len());
+    assert!(samplings.len() >= 16, "the goldens hold {} samplings", samplings.len());
 }

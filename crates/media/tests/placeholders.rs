@@ -2,7 +2,7 @@
 //! (`tests/goldens/placeholders.json`, written by tools/goldens/placeholders.py).
 
 use serde_json::Value;
-use shardgate_media::placeholders::{expand, PlaceholderRange};
+use shardgate_media::placeholders::{expand, PlaceholderRange, Replacement};
 use shardgate_media::MediaError;
 
 fn ids(value: &Value) -> Vec<u32> {
@@ -16,8 +16,23 @@ fn expansion_matches_vllm() {
     let cases = goldens["cases"].as_array().expect("cases");
     for case in cases {
         let name = case["name"].as_str().expect("name");
-        let counts: Vec<usize> = ids(&case["tokens_per_image"]).into_iter().map(|n| n as usize).collect();
-        let got = expand(&ids(&case["prompt"]), case["placeholder"].as_u64().expect("token") as u32, &counts);
+        let sequences: Vec<Option<Vec<u32>>> = case["replacements"]
+            .as_array()
+            .expect("replacements")
+            .iter()
+            .map(|r| r.is_array().then(|| ids(r)))
+            .collect();
+        let replacements: Vec<Replacement<'_>> = case["replacements"]
+            .as_array()
+            .expect("replacements")
+            .iter()
+            .zip(&sequences)
+            .map(|(r, sequence)| match sequence {
+                Some(tokens) => Replacement::Tokens(tokens),
+                None => Replacement::Copies(r.as_u64().expect("count") as usize),
+            })
+            .collect();
+        let got = expand(&ids(&case["prompt"]), case["placeholder"].as_u64().expect("token") as u32, &replacements);
         match case.get("ranges") {
             Some(ranges) => {
                 let (expanded, got_ranges) = got.unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -29,6 +44,7 @@ fn expansion_matches_vllm() {
                     .map(|r| PlaceholderRange {
                         offset: r[0].as_u64().expect("offset") as usize,
                         length: r[1].as_u64().expect("length") as usize,
+                        is_embed: r[2].as_array().map(|mask| mask.iter().map(|b| b == 1).collect()),
                     })
                     .collect();
                 assert_eq!(got_ranges, ranges, "{name}");
@@ -38,5 +54,5 @@ fn expansion_matches_vllm() {
             }
         }
     }
-    assert!(cases.len() >= 8);
+    assert!(cases.len() >= 12);
 }

@@ -2,7 +2,7 @@
 //! config refusal, and grids and placeholder counts for sizes whose reference values are
 //! written next to them (transformers' `smart_resize` and CLIP's patch count).
 
-use shardgate_media::processor::{Clip, QwenVl};
+use shardgate_media::processor::{Clip, Qwen3VlVideo, QwenVl, VideoProcessor};
 use shardgate_media::{Backend, ImageProcessor, MediaError, RgbImage};
 
 fn config(name: &str) -> String {
@@ -122,16 +122,23 @@ fn images_a_processor_refuses() {
 
 #[test]
 fn video_configs_and_refusals() {
-    let video = QwenVl::from_video_config(&config("qwen2-vl.video.json")).expect("video");
+    let video = match VideoProcessor::from_config(&config("qwen2-vl.video.json")) {
+        Ok(VideoProcessor::Qwen2Vl(p)) => p,
+        other => panic!("{other:?}"),
+    };
     // Qwen2VLVideoProcessor's own `size` default, not the image processor's.
     assert_eq!((video.min_pixels, video.max_pixels, video.temporal_patch_size), (128 * 28 * 28, 28 * 28 * 768, 2));
     let configs = [
         ("{}", "no `video_processor_type`"),
-        (r#"{"video_processor_type": "Qwen3VLVideoProcessor"}"#, "`Qwen3VLVideoProcessor` is not a supported video"),
+        (r#"{"video_processor_type": "Glm4vVideoProcessor"}"#, "`Glm4vVideoProcessor` is not a supported video"),
+        (
+            r#"{"video_processor_type": "Qwen3VLVideoProcessor", "size": {"shortest_edge": 0}}"#,
+            "`size.shortest_edge` is 0",
+        ),
         (r#"{"video_processor_type": "Qwen2VLVideoProcessor", "merge_size": 0}"#, "`merge_size` is 0"),
     ];
     for (text, expected) in configs {
-        let error = QwenVl::from_video_config(text).expect_err(expected).to_string();
+        let error = VideoProcessor::from_config(text).expect_err(expected).to_string();
         assert!(error.contains(expected), "{error}");
     }
     let frame = |width: u32, height: u32| RgbImage { width, height, pixels: vec![9; (width * height * 3) as usize] };
@@ -171,5 +178,58 @@ fn without_normalize_gives_the_samples_the_normalised_values_come_from() {
             let expected = (x / 255.0 - mean[c]) / std[c];
             assert!((expected - y).abs() < 1e-5, "{name}: sample {i}: {x} normalises to {expected}, not {y}");
         }
+    }
+}
+
+fn qwen3_video(name: &str) -> Qwen3VlVideo {
+    qwen3_video_from(&config(name))
+}
+
+#[test]
+fn qwen3_vl_video_sizes_and_refusals() {
+    // Qwen3VLVideoProcessor's class defaults: patch 16, bounds on frames x pixels, mean/std 0.5.
+    let defaults = qwen3_video_from(r#"{"video_processor_type": "Qwen3VLVideoProcessorFast"}"#);
+    let p = &defaults.frames;
+    assert_eq!((p.patch_size, p.min_pixels, p.max_pixels), (16, 128 * 32 * 32, 32 * 32 * 768));
+    assert_eq!(p.normalize.mean_std, Some(([0.5; 3], [0.5; 3])));
+    // Top-level pixel keys are Qwen2-VL's: Qwen3-VL's video processor reads only `size`.
+    let keys = qwen3_video_from(r#"{"video_processor_type": "Qwen3VLVideoProcessor", "max_pixels": 9999999}"#);
+    assert_eq!(keys.frames.max_pixels, 32 * 32 * 768);
+    // (config, frames, height, width) -> transformers' video smart_resize
+    let cases = [
+        ("qwen3-vl.video.json", 4, 48, 64, (64, 64)),
+        ("qwen3-vl.video.json", 8, 1080, 1920, (1088, 1920)),
+        ("qwen3-vl-capped.video.json", 7, 100, 300, (64, 224)),
+        ("qwen3-vl-capped.video.json", 2, 10, 10, (64, 64)),
+        ("qwen3-vl-capped.video.json", 3, 20, 3000, (32, 2560)),
+    ];
+    for (name, frames, height, width, expected) in cases {
+        assert_eq!(
+            qwen3_video(name).target_size(frames, height, width).unwrap(),
+            expected,
+            "{name} {frames}x{height}x{width}"
+        );
+    }
+    assert_eq!(defaults.target_size(5, 48, 64).unwrap(), (160, 192));
+    let frame = |width: u32, height: u32| RgbImage { width, height, pixels: vec![9; (width * height * 3) as usize] };
+    let clips: [(Vec<RgbImage>, &str); 3] = [
+        (vec![frame(64, 48)], "a clip of 1 frames is shorter than the 2 of one temporal patch"),
+        (vec![frame(2, 500), frame(2, 500)], "absolute aspect ratio must be smaller than 200"),
+        (vec![frame(64, 48), frame(48, 64)], "a frame of the same video is 48x64"),
+    ];
+    for (frames, expected) in clips {
+        let error = defaults.process_video(&frames).expect_err(expected).to_string();
+        assert!(error.contains(expected), "{error}");
+    }
+    // Three frames (a 3x192x256 clip within the bounds): the last is repeated to make two
+    // temporal groups of 6x8 merged patches.
+    let out = defaults.process_video(&[frame(64, 48), frame(64, 48), frame(64, 48)]).expect("video");
+    assert_eq!((out.grid_thw, out.tokens), (Some([2, 12, 16]), 96));
+}
+
+fn qwen3_video_from(text: &str) -> Qwen3VlVideo {
+    match VideoProcessor::from_config(text) {
+        Ok(VideoProcessor::Qwen3Vl(p)) => p,
+        other => panic!("{text}: {other:?}"),
     }
 }

@@ -390,7 +390,8 @@ impl Sim {
                         "eos_token_id": req.eos_token_id, "ignore_eos": req.ignore_eos, "client_index": req.client_index,
                         "rank": self.rank, "structured_outputs": req.structured_outputs,
                         "mm": req.mm.as_ref().map(|m| serde_json::json!({"items": m.items,
-                            "placeholder_tokens": m.placeholder_tokens, "tensor_bytes": m.tensor_bytes,
+                            "placeholder_tokens": m.placeholder_tokens, "embed_tokens": m.embed_tokens,
+                            "tensor_bytes": m.tensor_bytes,
                             "hashes": m.hashes, "ranges": m.ranges,
                             "modalities": m.modalities, "keys": m.keys}))}));
                     if self.fire_faults(&req.request_id) {

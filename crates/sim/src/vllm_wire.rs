@@ -500,13 +500,13 @@ mod tests {
     fn encoded(offset: u32, prompt: Vec<u32>) -> (Vec<u8>, Vec<Vec<u8>>) {
         let pixels = Field {
             key: "pixel_values",
-            data: Tensor::f32(vec![16, 1176], &vec![0.5; 16 * 1176]),
+            data: Tensor::f32(vec![16, 1176], &vec![0.5; 16 * 1176]).into(),
             layout: Layout::Flat { slices: vec![(0, 16)], dim: 0 },
             keep_on_cpu: false,
         };
         let grid = Field {
             key: "image_grid_thw",
-            data: Tensor::i64(vec![3], &[1, 4, 4]),
+            data: Tensor::i64(vec![3], &[1, 4, 4]).into(),
             layout: Layout::Batched,
             keep_on_cpu: true,
         };
@@ -516,6 +516,7 @@ mod tests {
             hash: "h".into(),
             offset,
             length: 4,
+            is_embed: None,
         };
         let req = EngineRequest {
             request_id: "r".into(),

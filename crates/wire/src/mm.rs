@@ -12,6 +12,8 @@ pub enum DType {
     /// Raw pixels, for an engine that rescales and normalises on its device (vLLM's
     /// `--mm-device-do-normalize`).
     U8,
+    /// A placeholder range's `is_embed` mask.
+    Bool,
 }
 
 impl DType {
@@ -20,6 +22,7 @@ impl DType {
             DType::F32 => "float32",
             DType::I64 => "int64",
             DType::U8 => "uint8",
+            DType::Bool => "bool",
         }
     }
 
@@ -27,7 +30,7 @@ impl DType {
         match self {
             DType::F32 => 4,
             DType::I64 => 8,
-            DType::U8 => 1,
+            DType::U8 | DType::Bool => 1,
         }
     }
 }
@@ -53,6 +56,15 @@ impl Tensor {
     /// Collected straight into the shared buffer (no intermediate vector).
     pub fn u8(shape: Vec<u64>, values: impl Iterator<Item = u8>) -> Tensor {
         Tensor { dtype: DType::U8, shape, data: values.collect() }
+    }
+
+    /// A one-dimensional mask.
+    pub fn bool(values: &[bool]) -> Tensor {
+        Tensor {
+            dtype: DType::Bool,
+            shape: vec![values.len() as u64],
+            data: values.iter().map(|&b| u8::from(b)).collect(),
+        }
     }
 }
 
@@ -80,11 +92,25 @@ pub enum Layout {
     Batched,
 }
 
+/// A field's value: a tensor, or a plain list of numbers (Qwen3-VL's `timestamps`, which
+/// vLLM keeps as the Python floats its processor computed).
+#[derive(Debug, Clone, PartialEq)]
+pub enum FieldData {
+    Tensor(Tensor),
+    Floats(Arc<[f64]>),
+}
+
+impl From<Tensor> for FieldData {
+    fn from(tensor: Tensor) -> FieldData {
+        FieldData::Tensor(tensor)
+    }
+}
+
 /// One keyword argument of the model's encoder for one item (`pixel_values`, `image_grid_thw`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Field {
     pub key: &'static str,
-    pub data: Tensor,
+    pub data: FieldData,
     pub layout: Layout,
     /// Left on the CPU when the engine batches items (vLLM: `keep_on_cpu`).
     pub keep_on_cpu: bool,
@@ -117,4 +143,7 @@ pub struct Feature {
     /// The first of the item's placeholder tokens in the prompt, and their count.
     pub offset: u32,
     pub length: u32,
+    /// Which of those tokens take the item's embeddings (a `Bool` mask of `length`); `None`:
+    /// all of them.
+    pub is_embed: Option<Tensor>,
 }

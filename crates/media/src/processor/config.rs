@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use super::clip::{Clip, ClipSize};
 use super::normalize::Normalize;
 use super::qwen2_vl::QwenVl;
-use super::ImageProcessor;
+use super::{ImageProcessor, Qwen3VlVideo, VideoProcessor};
 use crate::error::ConfigError;
 use crate::limits;
 use crate::resize::{Backend, Filter};
@@ -15,12 +15,35 @@ use crate::resize::{Backend, Filter};
 /// OpenAI CLIP's mean and std, the default of both processors.
 const CLIP_MEAN: [f64; 3] = [0.48145466, 0.4578275, 0.40821073];
 const CLIP_STD: [f64; 3] = [0.26862954, 0.26130258, 0.27577711];
-/// Qwen2-VL's `size` default: `shortest_edge` (min pixels) and `longest_edge` (max pixels).
-const QWEN_MIN_PIXELS: u64 = 56 * 56;
-const QWEN_MAX_PIXELS: u64 = 28 * 28 * 1280;
-/// Qwen2-VL's video processor's `size` default (per frame).
-const QWEN_VIDEO_MIN_PIXELS: u64 = 128 * 28 * 28;
-const QWEN_VIDEO_MAX_PIXELS: u64 = 28 * 28 * 768;
+/// transformers' `IMAGENET_STANDARD_MEAN` and `_STD`, Qwen3-VL's video processor's default.
+const IMAGENET_STANDARD: ([f64; 3], [f64; 3]) = ([0.5; 3], [0.5; 3]);
+
+/// A Qwen-VL processor class's defaults: its `size` (`shortest_edge`, `longest_edge`: min and
+/// max pixels), patch size and mean and std, and whether it takes top-level `min_pixels` /
+/// `max_pixels` (Qwen2-VL's classes do; Qwen3-VL's video processor reads only `size`).
+struct QwenDefaults {
+    pixels: (u64, u64),
+    patch_size: u64,
+    mean_std: ([f64; 3], [f64; 3]),
+    pixel_keys: bool,
+}
+
+const QWEN2_VL_IMAGE: QwenDefaults = QwenDefaults {
+    pixels: (56 * 56, 28 * 28 * 1280),
+    patch_size: 14,
+    mean_std: (CLIP_MEAN, CLIP_STD),
+    pixel_keys: true,
+};
+/// Per frame.
+const QWEN2_VL_VIDEO: QwenDefaults =
+    QwenDefaults { pixels: (128 * 28 * 28, 28 * 28 * 768), pixel_keys: true, ..QWEN2_VL_IMAGE };
+/// Of `frames * height * width`.
+const QWEN3_VL_VIDEO: QwenDefaults = QwenDefaults {
+    pixels: (128 * 32 * 32, 32 * 32 * 768),
+    patch_size: 16,
+    mean_std: IMAGENET_STANDARD,
+    pixel_keys: false,
+};
 const BICUBIC: u64 = 3;
 
 fn error(text: impl Into<String>) -> ConfigError {
@@ -68,7 +91,7 @@ impl Fields<'_> {
         }
     }
 
-    fn normalize(&self) -> Result<Normalize, ConfigError> {
+    fn normalize(&self, (mean, std): ([f64; 3], [f64; 3])) -> Result<Normalize, ConfigError> {
         let rescale_factor = match self.flag("do_rescale")? {
             false => None,
             true => Some(match self.get(&["rescale_factor"]) {
@@ -79,11 +102,11 @@ impl Fields<'_> {
         let mean_std = match self.flag("do_normalize")? {
             false => None,
             true => {
-                let std = self.triple("image_std", CLIP_STD)?;
+                let std = self.triple("image_std", std)?;
                 if std.contains(&0.0) {
                     return Err(error("`image_std` has a zero"));
                 }
-                Some((self.triple("image_mean", CLIP_MEAN)?, std))
+                Some((self.triple("image_mean", mean)?, std))
             }
         };
         Ok(Normalize { rescale_factor, mean_std })
@@ -100,27 +123,29 @@ impl Fields<'_> {
     }
 }
 
-/// Qwen2-VL's image or video processor; `pixels` are the class's `size` default.
-fn qwen(fields: &Fields, pixels: (u64, u64)) -> Result<QwenVl, ConfigError> {
+/// A Qwen-VL image or video processor of the class whose defaults are `defaults`.
+fn qwen(fields: &Fields, defaults: &QwenDefaults) -> Result<QwenVl, ConfigError> {
     let patch_max = limits::config_patch_px_max as u64;
     let pixels_max = limits::image_pixels_max;
+    let pixels = defaults.pixels;
+    let top_level = |key: &str| if defaults.pixel_keys { fields.get(&[key]) } else { None };
     // A top-level `min_pixels` / `max_pixels` overrides `size`, as the processor's constructor does.
-    let min_pixels = match fields.get(&["min_pixels"]) {
+    let min_pixels = match top_level("min_pixels") {
         Some(_) => fields.uint(&["min_pixels"], 0, pixels_max)?,
         None => fields.uint(&["size", "shortest_edge"], pixels.0, pixels_max)?,
     };
-    let max_pixels = match fields.get(&["max_pixels"]) {
+    let max_pixels = match top_level("max_pixels") {
         Some(_) => fields.uint(&["max_pixels"], 0, u64::MAX)?,
         None => fields.uint(&["size", "longest_edge"], pixels.1, u64::MAX)?,
     };
     let processor = QwenVl {
-        patch_size: fields.uint(&["patch_size"], 14, patch_max)? as u32,
+        patch_size: fields.uint(&["patch_size"], defaults.patch_size, patch_max)? as u32,
         temporal_patch_size: fields.uint(&["temporal_patch_size"], 2, patch_max)? as u32,
         merge_size: fields.uint(&["merge_size"], 2, patch_max)? as u32,
         min_pixels,
         max_pixels,
         resize: fields.filter()?,
-        normalize: fields.normalize()?,
+        normalize: fields.normalize(defaults.mean_std)?,
         backend: Backend::default(),
     };
     let factor = (processor.patch_size * processor.merge_size) as u64;
@@ -162,7 +187,13 @@ fn clip(fields: &Fields, model: &Fields) -> Result<Clip, ConfigError> {
         }
     }
     let patch_size = model.uint(&["vision_config", "patch_size"], 14, limits::config_patch_px_max as u64)? as u32;
-    Ok(Clip { resize, crop, normalize: fields.normalize()?, patch_size, backend: Backend::default() })
+    Ok(Clip {
+        resize,
+        crop,
+        normalize: fields.normalize((CLIP_MEAN, CLIP_STD))?,
+        patch_size,
+        backend: Backend::default(),
+    })
 }
 
 fn parse(text: &str, name: &str) -> Result<Map<String, Value>, ConfigError> {
@@ -180,7 +211,7 @@ pub(super) fn from_configs(preprocessor: &str, model: Option<&str>) -> Result<Im
     let class = fields.get(&["image_processor_type"]).and_then(Value::as_str).unwrap_or("");
     let base = class.strip_suffix("Fast").or_else(|| class.strip_suffix("Pil")).unwrap_or(class);
     match base {
-        "Qwen2VLImageProcessor" => Ok(ImageProcessor::QwenVl(qwen(&fields, (QWEN_MIN_PIXELS, QWEN_MAX_PIXELS))?)),
+        "Qwen2VLImageProcessor" => Ok(ImageProcessor::QwenVl(qwen(&fields, &QWEN2_VL_IMAGE)?)),
         "CLIPImageProcessor" => Ok(ImageProcessor::Clip(clip(&fields, &Fields(&model))?)),
         "" => Err(error("no `image_processor_type`")),
         other => Err(error(format!(
@@ -190,13 +221,18 @@ pub(super) fn from_configs(preprocessor: &str, model: Option<&str>) -> Result<Im
 }
 
 /// A `video_preprocessor_config.json` (or a `preprocessor_config.json` naming a video processor).
-pub(super) fn video_from_config(text: &str) -> Result<QwenVl, ConfigError> {
+pub(super) fn video_from_config(text: &str) -> Result<VideoProcessor, ConfigError> {
     let config = parse(text, "video_preprocessor_config.json")?;
     let fields = Fields(&config);
     let class = fields.get(&["video_processor_type"]).and_then(Value::as_str).unwrap_or("");
     match class.strip_suffix("Fast").unwrap_or(class) {
-        "Qwen2VLVideoProcessor" => qwen(&fields, (QWEN_VIDEO_MIN_PIXELS, QWEN_VIDEO_MAX_PIXELS)),
+        "Qwen2VLVideoProcessor" => Ok(VideoProcessor::Qwen2Vl(qwen(&fields, &QWEN2_VL_VIDEO)?)),
+        "Qwen3VLVideoProcessor" => {
+            Ok(VideoProcessor::Qwen3Vl(Qwen3VlVideo { frames: qwen(&fields, &QWEN3_VL_VIDEO)? }))
+        }
         "" => Err(error("no `video_processor_type`")),
-        other => Err(error(format!("`{other}` is not a supported video processor (Qwen2VLVideoProcessor)"))),
+        other => Err(error(format!(
+            "`{other}` is not a supported video processor (Qwen2VLVideoProcessor, Qwen3VLVideoProcessor)"
+        ))),
     }
 }

@@ -8,11 +8,13 @@ mod config;
 mod frames;
 mod normalize;
 mod qwen2_vl;
+mod qwen3_vl_video;
 
 pub use clip::{Clip, ClipSize};
 pub use frames::qwen2_vl_frame_indices;
 pub use normalize::Normalize;
 pub use qwen2_vl::{smart_resize, QwenVl};
+pub use qwen3_vl_video::{qwen3_vl_frame_indices, qwen3_vl_timestamp_text, qwen3_vl_timestamps, Qwen3VlVideo};
 
 use crate::decode::RgbImage;
 use crate::error::{ConfigError, MediaError};
@@ -30,14 +32,47 @@ pub struct Processed {
     pub tokens: usize,
 }
 
-impl QwenVl {
-    /// Qwen2-VL's video processor from the text of `video_preprocessor_config.json`; its frames
-    /// go through `process_video`, resized as the torchvision backend does (the only one
-    /// transformers has for video).
-    pub fn from_video_config(config: &str) -> Result<QwenVl, ConfigError> {
+/// A model's video processor: Qwen2-VL's (also Qwen2.5-VL's) or Qwen3-VL's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VideoProcessor {
+    Qwen2Vl(QwenVl),
+    Qwen3Vl(Qwen3VlVideo),
+}
+
+impl VideoProcessor {
+    /// From the text of `video_preprocessor_config.json` (the class its `video_processor_type`
+    /// names); frames are resized as the torchvision backend does (the only one transformers
+    /// has for video).
+    pub fn from_config(config: &str) -> Result<VideoProcessor, ConfigError> {
         config::video_from_config(config)
     }
 
+    /// The per-frame processor: patch sizes, resize and normalisation.
+    pub fn frames(&self) -> &QwenVl {
+        match self {
+            VideoProcessor::Qwen2Vl(p) | VideoProcessor::Qwen3Vl(Qwen3VlVideo { frames: p }) => p,
+        }
+    }
+
+    /// The same processor leaving rescaling and normalisation to the engine's device.
+    pub fn without_normalize(self) -> VideoProcessor {
+        match self {
+            VideoProcessor::Qwen2Vl(p) => VideoProcessor::Qwen2Vl(p.without_normalize()),
+            VideoProcessor::Qwen3Vl(v) => {
+                VideoProcessor::Qwen3Vl(Qwen3VlVideo { frames: v.frames.without_normalize() })
+            }
+        }
+    }
+
+    pub fn process_video(&self, frames: &[RgbImage]) -> Result<Processed, MediaError> {
+        match self {
+            VideoProcessor::Qwen2Vl(p) => p.process_video(frames),
+            VideoProcessor::Qwen3Vl(p) => p.process_video(frames),
+        }
+    }
+}
+
+impl QwenVl {
     /// The same processor leaving rescaling and normalisation to the engine's device: its
     /// samples stay the exact integers they were decoded as.
     pub fn without_normalize(self) -> QwenVl {

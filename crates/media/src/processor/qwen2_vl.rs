@@ -78,7 +78,11 @@ impl QwenVl {
 
     /// The size `image` is resized to, refused unless whole patch blocks tile it.
     fn checked_target(&self, image: &RgbImage) -> Result<(u32, u32), MediaError> {
-        let (height, width) = self.target_size(image.height, image.width)?;
+        self.checked(image, self.target_size(image.height, image.width)?)
+    }
+
+    /// `(height, width)`, refused (naming `image`) unless whole patch blocks tile it.
+    pub(super) fn checked(&self, image: &RgbImage, (height, width): (u32, u32)) -> Result<(u32, u32), MediaError> {
         let factor = self.factor();
         if height == 0 || width == 0 || height % factor != 0 || width % factor != 0 {
             let detail = format!("its sides are not multiples of {factor} after resizing (to {width}x{height})");
@@ -89,7 +93,7 @@ impl QwenVl {
 
     /// One image or frame resized to `(height, width)`, rescaled and normalised: `(3, height,
     /// width)` planes.
-    fn planes(&self, image: &RgbImage, (height, width): (u32, u32)) -> Vec<f32> {
+    pub(super) fn planes(&self, image: &RgbImage, (height, width): (u32, u32)) -> Vec<f32> {
         match self.resize {
             Some(filter) => self.normalize.planes(&resize(image, width, height, filter, self.backend), self.backend),
             None => self.normalize.planes(image, self.backend),
@@ -140,6 +144,16 @@ impl QwenVl {
     /// an image, the last repeated up to a multiple of `temporal_patch_size`
     /// (`Qwen2VLVideoProcessor`; `grid_t` is the number of frame groups).
     pub fn process_video(&self, frames: &[RgbImage]) -> Result<Processed, MediaError> {
+        self.process_frames(frames, |first| self.checked_target(first))
+    }
+
+    /// A video's frames resized to the size `target` gives for the first (checked to tile),
+    /// normalised, padded and cut into patches as `process_video` says.
+    pub(super) fn process_frames(
+        &self,
+        frames: &[RgbImage],
+        target: impl FnOnce(&RgbImage) -> Result<(u32, u32), MediaError>,
+    ) -> Result<Processed, MediaError> {
         // Refusals name the first frame's size: a new `MediaError` variant would break the
         // gateway's exhaustive mapping of them.
         let no_frames = || MediaError::Unprocessable { width: 0, height: 0, detail: "a video needs a frame".into() };
@@ -149,7 +163,7 @@ impl QwenVl {
                 format!("a frame of the same video is {}x{} (frames share one size)", other.width, other.height);
             return Err(MediaError::Unprocessable { width: first.width, height: first.height, detail });
         }
-        let size = self.checked_target(first)?;
+        let size = self.checked(first, target(first)?)?;
         let planes: Vec<Vec<f32>> = frames.iter().map(|frame| self.planes(frame, size)).collect();
         let t = self.temporal_patch_size as usize;
         let mut frames: Vec<&[f32]> = planes.iter().map(Vec::as_slice).collect();

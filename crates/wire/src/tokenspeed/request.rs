@@ -319,13 +319,15 @@ mod tests {
     /// A request with one image whose item has one field, `key`.
     fn with_image(key: &'static str) -> EngineRequest {
         use crate::mm::{Feature, Field, Layout, Modality, Tensor};
-        let field = Field { key, data: Tensor::i64(vec![3], &[1, 2, 2]), layout: Layout::Batched, keep_on_cpu: true };
+        let field =
+            Field { key, data: Tensor::i64(vec![3], &[1, 2, 2]).into(), layout: Layout::Batched, keep_on_cpu: true };
         let image = Feature {
             modality: Modality::Image,
             fields: Some(vec![field].into()),
             hash: "h".into(),
             offset: 0,
             length: 1,
+            is_embed: None,
         };
         EngineRequest { mm_features: vec![image].into(), ..request(SamplingParams::default()) }
     }

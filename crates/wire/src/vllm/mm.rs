@@ -4,12 +4,14 @@
 //! of field elements `{"data": tensor, "field": [kind, factory kwargs]}`; a tensor is
 //! `[dtype, shape, data]` with the data inline as ext type 3 below
 //! `limits::vllm_inline_tensor_bytes_max`, else the index of an aux frame that carries its
-//! bytes as they are (zero-copy: the frame is the tensor's own buffer).
+//! bytes as they are (zero-copy: the frame is the tensor's own buffer). A range's `is_embed`
+//! mask is such a tensor (`bool`); a field that is a plain list of floats (Qwen3-VL's
+//! `timestamps`) is a msgpack array of float64, as msgspec writes Python floats.
 
 use std::sync::Arc;
 
 use crate::limits;
-use crate::mm::{Feature, Field, Layout, Tensor};
+use crate::mm::{Feature, Field, FieldData, Layout, Tensor};
 use crate::msgpack::Writer;
 
 /// msgpack ext type of a raw byte view (vLLM's `CUSTOM_TYPE_RAW_VIEW`).
@@ -41,7 +43,10 @@ pub fn write_features(w: &mut Writer<'_>, features: &[Feature], aux: &mut Vec<Ar
         w.str("length");
         w.uint(f.length.into());
         w.str("is_embed");
-        w.nil();
+        match &f.is_embed {
+            Some(mask) => write_tensor(w, mask, aux),
+            None => w.nil(),
+        }
         w.str("mm_hash");
         w.str(&f.hash);
     }
@@ -53,7 +58,15 @@ fn write_item(w: &mut Writer<'_>, fields: &[Field], aux: &mut Vec<Arc<[u8]>>) {
         w.str(field.key);
         w.map(2);
         w.str("data");
-        write_tensor(w, &field.data, aux);
+        match &field.data {
+            FieldData::Tensor(t) => write_tensor(w, t, aux),
+            FieldData::Floats(values) => {
+                w.array(values.len());
+                for &v in values.iter() {
+                    w.f64(v);
+                }
+            }
+        }
         w.str("field");
         w.array(2);
         match &field.layout {
