@@ -20,6 +20,7 @@ VIDEOS = [(64, 48, 20, 10), (100, 60, 9, 4), (320, 240, 31, 30), (36, 90, 16, 8)
 # (width, height, frames, fps, make_bframes.py options): at 2 fps the loader (sampling at 2 fps)
 # takes every frame, so each B-frame's place is checked; the last one is sampled.
 BFRAMES = [
+    (64, 48, 14, 2, ["--bf", "0"]),  # High profile without B-frames: OpenH264 still delays one
     (64, 48, 20, 2, ["--bf", "1"]),
     (64, 48, 40, 2, ["--bf", "2"]),
     (160, 96, 45, 2, ["--bf", "3"]),
