@@ -80,6 +80,13 @@ fn refusals_name_the_cause() {
         let e = decode_video(bytes, &limits, qwen_sampling).expect_err(name);
         assert!(e.to_string().contains(expected), "{name}: {e}");
     }
+    // A B-frame stream with 24 bytes of its coded data overwritten: OpenH264's state, named.
+    let path = format!("{}/tests/videos/{}", env!("CARGO_MANIFEST_DIR"), BFRAME_VIDEOS[0].0);
+    let mut broken = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mdat = broken.windows(4).position(|w| w == b"mdat").expect("an mdat box");
+    broken[mdat + 1200..mdat + 1224].fill(0xff);
+    let e = decode_video(&broken, &lim, qwen_sampling).expect_err("a damaged B-frame stream");
+    assert!(e.to_string().contains("cannot be decoded: OpenH264 state 0x"), "{e}");
     // A stream with fewer frames than one temporal patch: the sampling's refusal.
     let one = make(&Spec::h264(64, 48, 1, 4));
     let e = decode_video(&one, &lim, qwen_sampling).expect_err("one frame");
