@@ -1,6 +1,7 @@
 //! Video decoding on videos made at test time (`support/mp4_writer.rs`): sizes, aspect
 //! ratios and frame counts odd and even, sampled as vLLM's `qwen2_vl` loader samples, and
-//! every refusal, each limit met before the allocation it bounds.
+//! every refusal, each limit met before the allocation it bounds. Videos with B-frames come
+//! from libx264, which no crate offers: two tiny ones are committed (`videos/`, below).
 
 #[path = "support/mp4_writer.rs"]
 mod mp4_writer;
@@ -79,8 +80,78 @@ fn refusals_name_the_cause() {
         let e = decode_video(bytes, &limits, qwen_sampling).expect_err(name);
         assert!(e.to_string().contains(expected), "{name}: {e}");
     }
+    // A B-frame stream with 24 bytes of its coded data overwritten: OpenH264's state, named.
+    let path = format!("{}/tests/videos/{}", env!("CARGO_MANIFEST_DIR"), BFRAME_VIDEOS[0].0);
+    let mut broken = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mdat = broken.windows(4).position(|w| w == b"mdat").expect("an mdat box");
+    broken[mdat + 1200..mdat + 1224].fill(0xff);
+    let e = decode_video(&broken, &lim, qwen_sampling).expect_err("a damaged B-frame stream");
+    assert!(e.to_string().contains("cannot be decoded: OpenH264 state 0x"), "{e}");
     // A stream with fewer frames than one temporal patch: the sampling's refusal.
     let one = make(&Spec::h264(64, 48, 1, 4));
     let e = decode_video(&one, &lim, qwen_sampling).expect_err("one frame");
     assert!(matches!(e, VideoError::Frames(_)), "{e}");
+}
+
+/// FNV-1a over a frame's RGB samples.
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// `videos/`: our own moving pattern encoded by libx264 with B-frames
+/// (`tools/video/make_bframes.py OUT W H N 2 --bf 3` and `... --bf 2 --profile main --cavlc`,
+/// in the venv `tools/video/setup-encoder.sh` makes). Each frame's hash, in display order, is
+/// of the RGB that `tools/goldens/video_colour.py` finds identical to vLLM's OpenCV loader's.
+const BFRAME_VIDEOS: [(&str, &[u64]); 2] = [
+    (
+        "high-cabac-bf3-64x48x12.mp4",
+        &[
+            0x27f1c0dabd9574bf,
+            0x6a3a8f0e55be115a,
+            0x96f6812b7bf77dab,
+            0xf5950145628df138,
+            0xcbc5130dc416f3b4,
+            0xbfad69b6fc567b2c,
+            0x15856fc4c6e56e30,
+            0xbaa1a68a15404310,
+            0x0d86896f68e87c22,
+            0x82f653adebe740ee,
+            0xd1a6348db898243e,
+            0xe7d09b58eb7e8183,
+        ],
+    ),
+    (
+        "main-cavlc-bf2-48x32x10.mp4",
+        &[
+            0xe92a8a909a165622,
+            0xc34a5719fb212fe8,
+            0xfc9d1a95f144df19,
+            0xacc047cfa5076364,
+            0xcebac40faaf80db2,
+            0x9da9ed9b5a45dd65,
+            0x1d3caf4c53d64a13,
+            0xa86a1b37d78548e1,
+            0x3b953466a7b07623,
+            0x693aed4ad0d37056,
+        ],
+    ),
+];
+
+#[test]
+fn bframe_videos_come_out_in_display_order() {
+    // Every frame; a B-frame alone; frames whose pictures OpenH264 releases late (after the
+    // P-frame that follows them in decode order); the last (only from the final flush).
+    let picks: [&[usize]; 4] = [&[], &[2], &[1, 3, 6], &[9]];
+    for (name, hashes) in BFRAME_VIDEOS {
+        let path = format!("{}/tests/videos/{name}", env!("CARGO_MANIFEST_DIR"));
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        for pick in picks {
+            let wanted = |total: usize, _| Ok(if pick.is_empty() { (0..total).collect() } else { pick.to_vec() });
+            let video = decode_video(&bytes, &VideoLimits::default(), wanted).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!((video.total_frames, video.fps), (hashes.len(), 2.0), "{name}");
+            let got: Vec<u64> = video.frames.iter().map(|f| fnv(&f.pixels)).collect();
+            let expected: Vec<u64> = video.indices.iter().map(|&i| hashes[i]).collect();
+            assert_eq!(got, expected, "{name} at {:?}", video.indices);
+        }
+    }
 }

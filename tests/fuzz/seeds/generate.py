@@ -229,8 +229,9 @@ def image_decode():
 
 def video_decode():
     """MP4s the OpenH264 encoder makes (the media crate's make_video example): sizes with and
-    without SPS cropping, frame counts odd and even."""
-    items = []
+    without SPS cropping, frame counts odd and even; and the B-frame MP4s libx264 made of our
+    own pattern, committed in crates/media/tests/videos/ (High CABAC, Main CAVLC; `ctts`)."""
+    items = [(f"bframes-{p.stem}", p.read_bytes()) for p in sorted((REPO / "crates/media/tests/videos").glob("*.mp4"))]
     with tempfile.TemporaryDirectory() as tmp:
         for width, height, frames, fps in [(32, 32, 6, 4), (48, 18, 5, 2), (64, 48, 12, 8)]:
             out = pathlib.Path(tmp) / "v.mp4"

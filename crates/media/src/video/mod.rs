@@ -1,8 +1,8 @@
 //! Videos for the Qwen-VL family, as vLLM's default loader reads them (OpenCV over FFmpeg):
-//! an MP4 file's first video track (`mp4`), its H.264 stream decoded by OpenH264 (`h264`),
-//! the frames the model's sampling picks converted to RGB (`yuv`). Anything else (another
-//! container, another codec, B-frames, 4:2:2, 10-bit, interlacing, fragmented MP4) is a
-//! refusal that names it.
+//! an MP4 file's first video track (`mp4`), its H.264 stream decoded by OpenH264 (`h264`,
+//! `openh264`) with B-frames put in display order by their composition times, the frames the
+//! model's sampling picks converted to RGB (`yuv`). Anything else (another container, another
+//! codec, 4:2:2, 10-bit, interlacing, fragmented MP4) is a refusal that names it.
 //!
 //! Every limit is checked before the allocation it bounds: the file's size first, the frame
 //! count from the sample table's header before the table is read, the frame size from the
@@ -12,6 +12,7 @@
 mod error;
 mod h264;
 mod mp4;
+mod openh264;
 mod sps;
 mod yuv;
 
@@ -103,11 +104,6 @@ pub fn decode_video(
         }
         (None, _) => return Err(VideoError::Codec { fourcc: track.codec }),
     };
-    if track.reordered {
-        return Err(VideoError::Unsupported {
-            what: "H.264 with B-frames (frames stored out of display order)".into(),
-        });
-    }
     let first_sps = avc.sps.first().ok_or_else(|| VideoError::Malformed { detail: "its 'avcC' has no SPS".into() })?;
     let sps = sps::parse(first_sps)?;
     if sps.width as u64 * sps.height as u64 > limits.frame_pixels_max {
@@ -129,6 +125,6 @@ pub fn decode_video(
         return Err(VideoError::TooManyFrameBytes { frames, width, height, max });
     }
     let deadline = (started + Duration::from_millis(limits.time_max_ms), limits.time_max_ms);
-    let frames = h264::decode(avc, &track.samples, &indices, (sps.width, sps.height), deadline)?;
+    let frames = h264::decode(avc, &track.samples, &track.display, &indices, (sps.width, sps.height), deadline)?;
     Ok(DecodedVideo { frames, total_frames: total, fps: track.fps, indices })
 }

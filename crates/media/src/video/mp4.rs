@@ -105,8 +105,10 @@ pub(super) struct Track<'a> {
     /// Frames per second as FFmpeg's `avg_frame_rate` gives it: samples over the summed
     /// sample durations.
     pub fps: f64,
-    /// Composition offsets present: frames are stored out of display order (B-frames).
-    pub reordered: bool,
+    /// Each sample's display index, in decode order: the rank of its composition time
+    /// (`stts` decode times plus `ctts` offsets), ties kept in decode order. The identity
+    /// without a `ctts` box.
+    pub display: Vec<usize>,
 }
 
 /// The first video track of the file, its samples at most `frames_max`.
@@ -159,11 +161,46 @@ fn track<'a>(file: &'a [u8], mdia: &'a [u8], frames_max: usize) -> Result<Track<
         let end = end.ok_or_else(|| malformed(format!("a sample at byte {offset} runs past the file")))?;
         samples.push(&file[offset as usize..end as usize]);
     }
-    let duration = total_duration(required(stbl, b"stts")?)?;
+    let stts = required(stbl, b"stts")?;
+    let duration = total_duration(stts)?;
     let fps =
         if duration > 0 && timescale > 0 { samples.len() as f64 * timescale as f64 / duration as f64 } else { 0.0 };
-    let reordered = child(stbl, b"ctts")?.is_some();
-    Ok(Track { codec, avc, samples, fps, reordered })
+    let display = match child(stbl, b"ctts")? {
+        Some(ctts) => display_order(stts, ctts, samples.len())?,
+        None => (0..samples.len()).collect(),
+    };
+    Ok(Track { codec, avc, samples, fps, display })
+}
+
+/// A run-length table (`stts`, `ctts`: sample count, value) expanded to one value per sample,
+/// at most `count` (samples past the table get 0, as FFmpeg's demuxer gives them).
+fn per_sample(body: &[u8], count: usize) -> Result<Vec<u32>, VideoError> {
+    let mut out = Vec::with_capacity(count);
+    for e in table(body, 8, count)? {
+        let run = (u32_at(e, 0)? as usize).min(count - out.len());
+        out.extend(std::iter::repeat_n(u32_at(e, 4)?, run));
+    }
+    out.resize(count, 0);
+    Ok(out)
+}
+
+/// Each sample's display index from its composition time: decode time (summed `stts`
+/// durations) plus its `ctts` offset (signed in version 1, and as FFmpeg reads version 0).
+fn display_order(stts: &[u8], ctts: &[u8], count: usize) -> Result<Vec<usize>, VideoError> {
+    let durations = per_sample(stts, count)?;
+    let offsets = per_sample(ctts, count)?;
+    let mut decode_time = 0i64;
+    let mut composed: Vec<(i64, usize)> = Vec::with_capacity(count);
+    for (i, (&d, &o)) in durations.iter().zip(&offsets).enumerate() {
+        composed.push((decode_time + i64::from(o as i32), i));
+        decode_time += i64::from(d);
+    }
+    composed.sort_unstable();
+    let mut display = vec![0; count];
+    for (shown, &(_, sample)) in composed.iter().enumerate() {
+        display[sample] = shown;
+    }
+    Ok(display)
 }
 
 fn avc_config(body: &[u8]) -> Result<AvcConfig<'_>, VideoError> {
@@ -254,4 +291,43 @@ fn total_duration(stts: &[u8]) -> Result<u64, VideoError> {
     entries.chunks_exact(8).try_fold(0u64, |sum, e| {
         Ok(sum.saturating_add(u64::from(u32_at(e, 0)?).saturating_mul(u64::from(u32_at(e, 4)?))))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full box body of `(count, value)` runs.
+    fn runs(entries: &[(u32, i32)]) -> Vec<u8> {
+        let mut body = vec![0, 0, 0, 0];
+        body.extend((entries.len() as u32).to_be_bytes());
+        for &(n, v) in entries {
+            body.extend(n.to_be_bytes());
+            body.extend(v.to_be_bytes());
+        }
+        body
+    }
+
+    #[test]
+    fn display_order_follows_composition_times() {
+        type Case<'a> = (&'a str, &'a [(u32, i32)], &'a [(u32, i32)], usize, &'a [usize]);
+        let cases: [Case<'_>; 5] = [
+            // x264, 1 B-frame: I0 P2 B1 P4 B3, offsets in frame durations of 512.
+            ("one b", &[(5, 512)], &[(1, 512), (1, 1024), (1, 0), (1, 1024), (1, 0)], 5, &[0, 2, 1, 4, 3]),
+            // B-pyramid: I0 P4 B2 b1 b3.
+            ("pyramid", &[(5, 1)], &[(1, 2), (1, 5), (1, 2), (1, 0), (1, 1)], 5, &[0, 4, 2, 1, 3]),
+            // Version 1's negative offsets (no edit list needed to start at zero).
+            ("negative", &[(3, 10)], &[(1, 0), (1, 10), (1, -10)], 3, &[0, 2, 1]),
+            // A table shorter than the samples: the rest have offset 0.
+            ("short", &[(4, 1)], &[(1, 2)], 4, &[1, 0, 2, 3]),
+            // Equal composition times keep decode order.
+            ("ties", &[(3, 0)], &[(3, 0)], 3, &[0, 1, 2]),
+        ];
+        for (name, stts, ctts, count, expected) in cases {
+            let got = display_order(&runs(stts), &runs(ctts), count).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(got, expected, "{name}");
+        }
+        let claims_more = runs(&[(1, 0), (1, 0), (1, 0)]);
+        assert!(display_order(&runs(&[(2, 1)]), &claims_more, 2).is_err(), "a table with more entries than samples");
+    }
 }
