@@ -131,7 +131,7 @@ pub fn check(req: &EngineRequest) -> Result<(), Unsupported> {
             .mm_features
             .iter()
             .flat_map(|f| f.fields.iter().flat_map(|fs| fs.iter()))
-            .any(|f| f.key == "image_grid_thw");
+            .any(|f| matches!(f.key, "image_grid_thw" | "video_grid_thw"));
         return Err(Unsupported::Multimodal { mrope });
     }
     Ok(())
@@ -316,7 +316,7 @@ mod tests {
         assert_eq!(Reader::new(&sampling_field(&out, 24)).peek_kind().unwrap(), Kind::Nil);
     }
 
-    /// A request with one image whose item has one field, `key`.
+    /// A request with one item (an image; a video's grid key reads the same) whose only field is `key`.
     fn with_image(key: &'static str) -> EngineRequest {
         use crate::mm::{Feature, Field, Layout, Modality, Tensor};
         let field =
@@ -369,6 +369,10 @@ mod tests {
             ),
             (
                 with_image("image_grid_thw"),
+                "MRoPE position tensors are not derivable over the TokenSpeed ZMQ wire yet; use the gRPC transport for this model",
+            ),
+            (
+                with_image("video_grid_thw"),
                 "MRoPE position tensors are not derivable over the TokenSpeed ZMQ wire yet; use the gRPC transport for this model",
             ),
             (with_image("pixel_values"), "multimodal inputs are not supported over the TokenSpeed ZMQ backend"),
